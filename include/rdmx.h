@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmx.h - the one public API of rdmx, an RDMA transport library.
+ *
+ * Objects and their lifetimes (a parent must outlive its children):
+ *
+ *   rdmx_ctx       rdmx_ctx_create / rdmx_ctx_destroy
+ *   rdmx_cq        rdmx_cq_create / rdmx_cq_destroy         (child of ctx)
+ *   rdmx_mr        rdmx_mr_reg / rdmx_mr_dereg              (child of ctx)
+ *   rdmx_listener  rdmx_listen / rdmx_listener_close        (child of ctx)
+ *   rdmx_conn      rdmx_connect or rdmx_accept / rdmx_conn_close
+ *                                               (child of ctx, uses a cq)
+ *
+ * A connection behaves like an RDMA reliable-connected queue pair on every
+ * transport: work requests execute and complete in order, and every posted
+ * request produces exactly one completion, with an error status when the peer
+ * dies or the connection is closed. One-sided operations (WRITE, READ,
+ * atomics) need no action from the target application.
+ *
+ * Every call returns an rdmx_status; RDMX_OK is 0 and errors are negative.
+ * rdmx_strerror() names any status in one line. The library never sets errno,
+ * never aborts on bad input and prints only through its logger.
+ *
+ * Thread safety: distinct objects may be used from distinct threads freely.
+ * Posting to one connection and polling one cq from several threads is safe;
+ * destroying an object while another thread uses it is not.
+ */
+#ifndef RDMX_H
+#define RDMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RDMX_VERSION_MAJOR 0
+#define RDMX_VERSION_MINOR 1
+
+/*
+ * Status codes, grouped by what the caller must tear down:
+ *   -1 .. -19   the operation failed; the object is still usable;
+ *   -20 .. -39  the connection is lost or was never made; close it;
+ *   -40 .. -59  the context or the environment is unusable.
+ */
+typedef enum {
+	RDMX_OK = 0,
+	RDMX_ERR_AGAIN = -1,         /* queue full: poll completions, then retry */
+	RDMX_ERR_TIMEOUT = -2,       /* nothing happened within the timeout */
+	RDMX_ERR_INVALID = -3,       /* an argument is wrong (details in the log) */
+	RDMX_ERR_UNSUPPORTED = -4,   /* the transport lacks this capability */
+	RDMX_ERR_NOMEM = -5,         /* out of memory */
+	RDMX_ERR_BUSY = -6,          /* the object still has children */
+	RDMX_ERR_REMOTE_ACCESS = -7, /* target refused: rkey, bounds or access */
+	RDMX_ERR_LOCAL_LENGTH = -8,  /* incoming SEND larger than the RECV */
+	RDMX_ERR_REMOTE_INVALID = -9, /* the peer's RECV was too small */
+	RDMX_ERR_FLUSHED = -10,      /* flushed: the connection was closed */
+	RDMX_ERR_NOT_FOUND = -11,    /* no such name, key or device */
+
+	RDMX_ERR_CONN_REFUSED = -20, /* nobody listens at the address */
+	RDMX_ERR_UNREACHABLE = -21,  /* the address does not resolve or route */
+	RDMX_ERR_AUTH = -22,         /* pre-shared key missing or wrong */
+	RDMX_ERR_PROTOCOL = -23,     /* the peer broke the protocol or version */
+	RDMX_ERR_CONN_LOST = -24,    /* the peer died or closed the connection */
+	RDMX_ERR_NO_TRANSPORT = -25, /* no transport both sides can use */
+
+	RDMX_ERR_CONFIG = -40,       /* a configuration value is invalid */
+	RDMX_ERR_SYSTEM = -41,       /* a system call failed (logged with %m) */
+} rdmx_status;
+
+/* One line naming the status and, where there is one, the usual fix. */
+const char *rdmx_strerror(rdmx_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+
+struct rdmx_ctx;
+
+enum {
+	RDMX_CTX_ATTR_CONFIG_FILE = 1 << 0, /* config_file is valid */
+};
+
+struct rdmx_ctx_attr {
+	uint64_t mask;           /* RDMX_CTX_ATTR_* bits of valid fields */
+	const char *config_file; /* YAML file read after the defaults */
+};
+
+/*
+ * rdmx_ctx_create - read the configuration and open a context.
+ * @attr:  optional (NULL for defaults).
+ * @ctx_p: set to the new context on success only.
+ *
+ * Configuration is read once, here: built-in defaults, then the YAML file
+ * (attr->config_file, else $RDMX_CONFIG if set), then RDMX_* environment
+ * variables. An invalid value fails with RDMX_ERR_CONFIG and the log names
+ * the key and the variable.
+ */
+rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
+			    struct rdmx_ctx **ctx_p);
+
+/*
+ * rdmx_ctx_destroy - close a context. Returns RDMX_ERR_BUSY (and does
+ * nothing) while connections, listeners, cqs or registrations remain.
+ * NULL is a no-op.
+ */
+rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Memory registration                                                      */
+
+struct rdmx_mr;
+
+enum rdmx_access {
+	RDMX_ACCESS_LOCAL_WRITE = 1 << 0,   /* RECV, READ and atomic results */
+	RDMX_ACCESS_REMOTE_WRITE = 1 << 1,  /* target of a peer's WRITE */
+	RDMX_ACCESS_REMOTE_READ = 1 << 2,   /* source of a peer's READ */
+	RDMX_ACCESS_REMOTE_ATOMIC = 1 << 3, /* target of a peer's atomics */
+};
+
+/*
+ * A registration as a peer sees it: what to put in a one-sided work request.
+ * Hand it over with rdmx_remote_pack() / rdmx_remote_unpack().
+ */
+struct rdmx_remote {
+	uint64_t addr;   /* address of the first byte, in the owner's space */
+	uint64_t length; /* bytes */
+	uint32_t rkey;   /* unpredictable, never reused while registered */
+};
+
+#define RDMX_REMOTE_PACKED_LEN 24
+
+/*
+ * rdmx_mr_reg - register [addr, addr + length) for the accesses in @access
+ * (enum rdmx_access bits). The memory stays owned by the caller and must stay
+ * valid until rdmx_mr_dereg() returns. REMOTE_WRITE and REMOTE_ATOMIC need
+ * LOCAL_WRITE, as in verbs. Errors: RDMX_ERR_INVALID, RDMX_ERR_NOMEM.
+ */
+rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
+			unsigned access, struct rdmx_mr **mr_p);
+
+/*
+ * rdmx_mr_dereg - end a registration. From the moment it is called, peer
+ * operations naming its rkey fail with a remote access error; it returns once
+ * no transfer into or out of the region is in progress, after which the
+ * memory may be freed. NULL is a no-op.
+ */
+rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr);
+
+/* rdmx_mr_remote - fill @remote_p with the descriptor of the whole region. */
+void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p);
+
+/* Serialize to exactly RDMX_REMOTE_PACKED_LEN bytes, byte-order independent. */
+void rdmx_remote_pack(const struct rdmx_remote *remote,
+		      uint8_t buf[RDMX_REMOTE_PACKED_LEN]);
+
+/* Parse a packed descriptor; RDMX_ERR_INVALID if @len or the bytes are bad. */
+rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
+			       struct rdmx_remote *remote_p);
+
+/* ------------------------------------------------------------------------ */
+/* Completion queues                                                        */
+
+struct rdmx_cq;
+struct rdmx_conn;
+
+enum rdmx_opcode {
+	RDMX_OP_SEND = 1,
+	RDMX_OP_WRITE,
+	RDMX_OP_WRITE_IMM, /* WRITE whose immediate consumes a peer RECV */
+	RDMX_OP_READ,
+	RDMX_OP_FETCH_ADD, /* 8 bytes, 8-byte aligned */
+	RDMX_OP_CMP_SWAP,  /* 8 bytes, 8-byte aligned */
+	RDMX_OP_RECV,      /* completion of a RECV consumed by a SEND */
+	RDMX_OP_RECV_IMM,  /* completion of a RECV consumed by a WRITE_IMM */
+};
+
+/* One completed work request. */
+struct rdmx_completion {
+	uint64_t wr_id;          /* as posted */
+	rdmx_status status;      /* RDMX_OK or why it failed */
+	enum rdmx_opcode opcode;
+	uint32_t byte_len;       /* RECV: bytes received; RECV_IMM: bytes written */
+	uint32_t imm;            /* RECV_IMM only: the immediate */
+	struct rdmx_conn *conn;  /* compare only: may already be closed */
+};
+
+/*
+ * rdmx_cq_create - create a completion queue that connections deliver to.
+ * It grows as needed, so completions are never dropped.
+ */
+rdmx_status rdmx_cq_create(struct rdmx_ctx *ctx, struct rdmx_cq **cq_p);
+
+/* RDMX_ERR_BUSY while connections use it. NULL is a no-op. */
+rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq);
+
+/*
+ * rdmx_poll - take up to @max completions without blocking. Drives progress
+ * on the calling thread first, so a caller that spins here gets the lowest
+ * latency. Returns the number taken (0 when none) or a negative status.
+ */
+int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max);
+
+/*
+ * rdmx_cq_wait - block until at least one completion is ready or
+ * @timeout_ms passes (-1: forever). Spins for progress.wait_spin first.
+ * Returns RDMX_OK (completions ready) or RDMX_ERR_TIMEOUT.
+ */
+rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms);
+
+/*
+ * rdmx_cq_fd - a file descriptor that is readable while completions are
+ * ready, for an epoll or poll loop; drain with rdmx_poll(). Owned by the cq.
+ * Needs the background progress thread (progress.thread: on, the default).
+ */
+int rdmx_cq_fd(struct rdmx_cq *cq);
+
+/* ------------------------------------------------------------------------ */
+/* Connections                                                              */
+
+struct rdmx_listener;
+
+enum {
+	RDMX_CONN_ATTR_USER_CTX = 1 << 0,
+};
+
+struct rdmx_conn_attr {
+	uint64_t mask;       /* RDMX_CONN_ATTR_* bits of optional fields */
+	struct rdmx_cq *cq;  /* required: where both directions complete */
+	void *user_ctx;      /* returned by rdmx_conn_user_ctx() */
+};
+
+/*
+ * rdmx_listen - listen for connections on "host:port", ":port" or "port"
+ * (host defaults to all addresses; port 0 picks a free one, see
+ * rdmx_listener_port()). Errors: RDMX_ERR_INVALID for a malformed address,
+ * RDMX_ERR_UNREACHABLE when the host does not resolve, RDMX_ERR_SYSTEM when
+ * the port is taken (logged).
+ */
+rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
+			struct rdmx_listener **lst_p);
+
+/* The port the listener is bound to. */
+int rdmx_listener_port(const struct rdmx_listener *lst);
+
+/* Stop listening. NULL is a no-op. */
+void rdmx_listener_close(struct rdmx_listener *lst);
+
+/*
+ * rdmx_accept - wait up to @timeout_ms (-1: forever) for a peer, run the
+ * handshake (version, transport choice, pre-shared key) and return the
+ * connection. A peer that fails the handshake is refused and logged, and
+ * the call goes on waiting for the next one until the timeout.
+ * Errors: RDMX_ERR_TIMEOUT, RDMX_ERR_INVALID.
+ */
+rdmx_status rdmx_accept(struct rdmx_listener *lst,
+			const struct rdmx_conn_attr *attr, int timeout_ms,
+			struct rdmx_conn **conn_p);
+
+/*
+ * rdmx_connect - connect to "host:port" within @timeout_ms (-1: forever) and
+ * run the handshake. Errors: RDMX_ERR_CONN_REFUSED, RDMX_ERR_UNREACHABLE,
+ * RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT.
+ */
+rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
+			 const struct rdmx_conn_attr *attr, int timeout_ms,
+			 struct rdmx_conn **conn_p);
+
+/*
+ * rdmx_conn_close - disconnect and free. Work still posted completes in the
+ * cq with RDMX_ERR_FLUSHED before this returns; the peer's outstanding work
+ * completes with RDMX_ERR_CONN_LOST. NULL is a no-op.
+ */
+void rdmx_conn_close(struct rdmx_conn *conn);
+
+struct rdmx_conn_info {
+	char transport[16];   /* "tcp", "shm", "verbs" */
+	char reason[128];     /* why that transport was chosen */
+	char local_addr[64];  /* "ip:port" of the control connection */
+	char peer_addr[64];
+};
+
+/* What the connection runs on and why; never fails on a valid conn. */
+void rdmx_conn_info(const struct rdmx_conn *conn,
+		    struct rdmx_conn_info *info_p);
+
+/* The attr's user_ctx, or NULL. */
+void *rdmx_conn_user_ctx(const struct rdmx_conn *conn);
+
+/* ------------------------------------------------------------------------ */
+/* Work requests                                                            */
+
+#define RDMX_MAX_SGE 16
+
+/* A piece of registered local memory. */
+struct rdmx_sge {
+	void *addr;
+	uint32_t length;
+	struct rdmx_mr *mr; /* must cover [addr, addr + length) */
+};
+
+/* The general form of an initiator work request (SEND, WRITE, READ, ...). */
+struct rdmx_wr {
+	uint64_t wr_id;
+	enum rdmx_opcode opcode;       /* any but RECV / RECV_IMM */
+	const struct rdmx_sge *sg_list; /* data, or the 8-byte atomic result */
+	int num_sge;                   /* 0 .. RDMX_MAX_SGE */
+	uint32_t imm;                  /* WRITE_IMM */
+	uint64_t remote_addr;          /* one-sided ops */
+	uint32_t rkey;                 /* one-sided ops */
+	uint64_t compare_add;          /* FETCH_ADD: add; CMP_SWAP: compare */
+	uint64_t swap;                 /* CMP_SWAP */
+};
+
+/*
+ * rdmx_post - post one initiator work request; it completes later in the
+ * connection's cq. Returns RDMX_OK (exactly one completion will follow),
+ * RDMX_ERR_AGAIN (send queue full: poll, then retry), RDMX_ERR_INVALID
+ * (bad sge, opcode or alignment; logged), RDMX_ERR_UNSUPPORTED, or
+ * RDMX_ERR_CONN_LOST (the connection is dead; nothing was posted).
+ *
+ * SEND and WRITE_IMM each consume one RECV the peer posted; with none posted
+ * they wait (as do the requests behind them) and are never dropped.
+ * A WRITE completes only once its data is placed at the target.
+ */
+rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr);
+
+/*
+ * rdmx_post_recv - post a buffer for one incoming SEND or WRITE_IMM. The sge
+ * memory needs RDMX_ACCESS_LOCAL_WRITE. RECVs are consumed in order; a SEND
+ * larger than the buffer completes with RDMX_ERR_LOCAL_LENGTH here and
+ * RDMX_ERR_REMOTE_INVALID at the sender. Returns as rdmx_post().
+ */
+rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			   int num_sge, uint64_t wr_id);
+
+/* Simple forms of rdmx_post(), for one sge each. */
+rdmx_status rdmx_post_send(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			   uint64_t wr_id);
+rdmx_status rdmx_post_write(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			    uint64_t remote_addr, uint32_t rkey,
+			    uint64_t wr_id);
+rdmx_status rdmx_post_write_imm(struct rdmx_conn *conn,
+				const struct rdmx_sge *sg,
+				uint64_t remote_addr, uint32_t rkey,
+				uint32_t imm, uint64_t wr_id);
+rdmx_status rdmx_post_read(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			   uint64_t remote_addr, uint32_t rkey,
+			   uint64_t wr_id);
+/* @result: 8 bytes of LOCAL_WRITE memory that receive the value before. */
+rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
+				const struct rdmx_sge *result,
+				uint64_t remote_addr, uint32_t rkey,
+				uint64_t add, uint64_t wr_id);
+rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
+			       const struct rdmx_sge *result,
+			       uint64_t remote_addr, uint32_t rkey,
+			       uint64_t compare, uint64_t swap,
+			       uint64_t wr_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RDMX_H */

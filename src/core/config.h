@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration: one table of rows (key, default with units, bounds, doc,
+ * field offset). The YAML key and the environment override come from the
+ * same row: "tcp.tx_depth" <-> RDMX_TCP_TX_DEPTH. Values are read once, at
+ * context create; getenv() appears nowhere else in the library.
+ */
+#ifndef RDMX_CONFIG_H
+#define RDMX_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdmx.h"
+
+#define RDMX_CONFIG_STR_MAX 256
+
+struct rdmx_config {
+	int log_level;
+	char transport[16];               /* auto | tcp */
+	char auth_key_file[RDMX_CONFIG_STR_MAX];
+	uint64_t handshake_timeout_ms;
+	uint64_t tcp_tx_depth;
+	uint64_t tcp_rx_depth;
+	uint64_t tcp_user_timeout_ms;
+	bool progress_thread;
+	uint64_t progress_wait_spin_us;
+};
+
+enum rdmx_config_source {
+	RDMX_CONFIG_DEFAULT,
+	RDMX_CONFIG_FILE,
+	RDMX_CONFIG_ENV,
+};
+
+/*
+ * rdmx_config_load - defaults, then @file (or $RDMX_CONFIG when @file is
+ * NULL), then RDMX_* variables. @sources_p, if not NULL, receives one entry
+ * per row (rdmx_config_rows() of them). RDMX_ERR_CONFIG names the culprit.
+ */
+rdmx_status rdmx_config_load(const char *file, struct rdmx_config *cfg,
+			     enum rdmx_config_source *sources_p);
+
+/* For `rdmx info --config`: row count, and one row as text. */
+int rdmx_config_rows(void);
+void rdmx_config_describe(const struct rdmx_config *cfg, int row,
+			  const char **key_p, char *value, size_t value_len,
+			  const char **dfl_p, const char **doc_p,
+			  char *env, size_t env_len);
+
+/* Parse a size with an optional k/m/g suffix ("4k"), or a time with a
+ * us/ms/s suffix into the unit of @unit_us. Exposed for the tests. */
+rdmx_status rdmx_config_parse_size(const char *s, uint64_t *out_p);
+rdmx_status rdmx_config_parse_time(const char *s, uint64_t unit_us,
+				   uint64_t *out_p);
+
+#endif

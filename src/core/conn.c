@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "handshake.h"
+#include "sock.h"
+
+struct rdmx_listener {
+	struct rdmx_ctx *ctx;
+	int fd;
+	int port;
+};
+
+rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
+			struct rdmx_listener **lst_p)
+{
+	struct rdmx_listener *lst;
+	rdmx_status st;
+
+	if (!ctx || !addr || !lst_p)
+		return RDMX_ERR_INVALID;
+	lst = calloc(1, sizeof(*lst));
+	if (!lst)
+		return RDMX_ERR_NOMEM;
+	st = rdmx_sock_listen(addr, &lst->fd, &lst->port);
+	if (st) {
+		free(lst);
+		return st;
+	}
+	lst->ctx = ctx;
+	rdmx_ctx_child(ctx, &ctx->nlisteners, 1);
+	rdmx_info("listening on %s (port %d)", addr, lst->port);
+	*lst_p = lst;
+	return RDMX_OK;
+}
+
+int rdmx_listener_port(const struct rdmx_listener *lst)
+{
+	return lst ? lst->port : -1;
+}
+
+void rdmx_listener_close(struct rdmx_listener *lst)
+{
+	if (!lst)
+		return;
+	close(lst->fd);
+	rdmx_ctx_child(lst->ctx, &lst->ctx->nlisteners, -1);
+	free(lst);
+}
+
+void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
+		    const struct rdmx_transport_ops *ops,
+		    const struct rdmx_conn_attr *attr)
+{
+	conn->ctx = ctx;
+	conn->ops = ops;
+	conn->cq = attr->cq;
+	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ?
+				 attr->user_ctx : NULL;
+}
+
+/* Hand a control socket that finished its handshake to its transport. */
+static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
+				       const struct rdmx_hs_result *res,
+				       const struct rdmx_conn_attr *attr,
+				       struct rdmx_conn **conn_p)
+{
+	struct rdmx_conn_info info = { 0 };
+	struct rdmx_conn *conn;
+	void *priv;
+	rdmx_status st;
+
+	rdmx_sock_name(fd, false, info.local_addr, sizeof(info.local_addr));
+	rdmx_sock_name(fd, true, info.peer_addr, sizeof(info.peer_addr));
+	snprintf(info.transport, sizeof(info.transport), "%s",
+		 rdmx_transport_by_id(res->transport)->name);
+	snprintf(info.reason, sizeof(info.reason), "%s", res->reason);
+
+	st = rdmx_ctx_transport(ctx, res->transport, &priv);
+	if (st) {
+		close(fd);
+		return st;
+	}
+	st = ctx->tp[res->transport].ops->conn_create(priv, fd, attr, &conn);
+	if (st)
+		return st;
+	conn->info = info;
+	rdmx_cq_attach(attr->cq, 1);
+	rdmx_ctx_child(ctx, &ctx->nconns, 1);
+	rdmx_info("connected %s -> %s over %s: %s", info.local_addr,
+		  info.peer_addr, info.transport, info.reason);
+	*conn_p = conn;
+	return RDMX_OK;
+}
+
+static bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
+			      const struct rdmx_conn_attr *attr, void *out)
+{
+	if (!ctx || !attr || !out)
+		return false;
+	if (!attr->cq || attr->cq->ctx != ctx) {
+		rdmx_error("connection attr needs a cq of the same context");
+		return false;
+	}
+	return true;
+}
+
+rdmx_status rdmx_accept(struct rdmx_listener *lst,
+			const struct rdmx_conn_attr *attr, int timeout_ms,
+			struct rdmx_conn **conn_p)
+{
+	uint64_t deadline = rdmx_now_us() + (uint64_t)timeout_ms * 1000;
+	struct rdmx_hs_result res;
+	char peer[64];
+	rdmx_status st;
+	int fd, left = timeout_ms;
+
+	if (!lst || !rdmx_conn_attr_ok(lst->ctx, attr, conn_p))
+		return RDMX_ERR_INVALID;
+	for (;;) {
+		st = rdmx_sock_accept(lst->fd, left, &fd);
+		if (st)
+			return st;
+		rdmx_sock_name(fd, true, peer, sizeof(peer));
+		rdmx_sock_liveness(fd, (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
+		st = rdmx_hs_server(lst->ctx, fd, peer, &res);
+		if (!st)
+			return rdmx_conn_establish(lst->ctx, fd, &res, attr,
+						   conn_p);
+		/* A bad peer must not end the caller's wait for a good one. */
+		close(fd);
+		if (timeout_ms >= 0) {
+			uint64_t now = rdmx_now_us();
+
+			if (now >= deadline)
+				return RDMX_ERR_TIMEOUT;
+			left = (int)((deadline - now) / 1000);
+		}
+	}
+}
+
+rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
+			 const struct rdmx_conn_attr *attr, int timeout_ms,
+			 struct rdmx_conn **conn_p)
+{
+	struct rdmx_hs_result res;
+	char peer[64];
+	rdmx_status st;
+	int fd;
+
+	if (!addr || !rdmx_conn_attr_ok(ctx, attr, conn_p))
+		return RDMX_ERR_INVALID;
+	st = rdmx_sock_connect(addr, timeout_ms, &fd);
+	if (st)
+		return st;
+	rdmx_sock_name(fd, true, peer, sizeof(peer));
+	rdmx_sock_liveness(fd, (unsigned)ctx->cfg.tcp_user_timeout_ms);
+	st = rdmx_hs_client(ctx, fd, peer, &res);
+	if (st) {
+		close(fd);
+		return st;
+	}
+	return rdmx_conn_establish(ctx, fd, &res, attr, conn_p);
+}
+
+void rdmx_conn_close(struct rdmx_conn *conn)
+{
+	struct rdmx_ctx *ctx;
+	struct rdmx_cq *cq;
+
+	if (!conn)
+		return;
+	ctx = conn->ctx;
+	cq = conn->cq;
+	conn->ops->conn_close(conn);
+	rdmx_cq_attach(cq, -1);
+	rdmx_ctx_child(ctx, &ctx->nconns, -1);
+}
+
+void rdmx_conn_info(const struct rdmx_conn *conn, struct rdmx_conn_info *info_p)
+{
+	*info_p = conn->info;
+}
+
+void *rdmx_conn_user_ctx(const struct rdmx_conn *conn)
+{
+	return conn->user_ctx;
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+static uint64_t rdmx_opcode_cap(enum rdmx_opcode op)
+{
+	switch (op) {
+	case RDMX_OP_SEND:
+		return RDMX_CAP_SEND;
+	case RDMX_OP_WRITE:
+		return RDMX_CAP_WRITE;
+	case RDMX_OP_WRITE_IMM:
+		return RDMX_CAP_WRITE_IMM;
+	case RDMX_OP_READ:
+		return RDMX_CAP_READ;
+	case RDMX_OP_FETCH_ADD:
+	case RDMX_OP_CMP_SWAP:
+		return RDMX_CAP_ATOMIC;
+	default:
+		return 0;
+	}
+}
+
+rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
+{
+	uint64_t cap, total;
+	bool atomic, into_local;
+	rdmx_status st;
+
+	if (!conn || !wr)
+		return RDMX_ERR_INVALID;
+	cap = rdmx_opcode_cap(wr->opcode);
+	if (!cap) {
+		rdmx_error("post: opcode %d is not an initiator operation",
+			   wr->opcode);
+		return RDMX_ERR_INVALID;
+	}
+	if (!(conn->ops->caps & cap))
+		return RDMX_ERR_UNSUPPORTED;
+	atomic = cap == RDMX_CAP_ATOMIC;
+	into_local = atomic || wr->opcode == RDMX_OP_READ;
+	st = rdmx_sge_check(wr->sg_list, wr->num_sge, into_local, &total);
+	if (st)
+		return st;
+	if (atomic && (total != 8 || (wr->remote_addr & 7))) {
+		rdmx_error("post: atomics need an 8-byte result sge and an "
+			   "8-byte aligned remote address (got %llu bytes at "
+			   "0x%llx)", (unsigned long long)total,
+			   (unsigned long long)wr->remote_addr);
+		return RDMX_ERR_INVALID;
+	}
+	return conn->ops->post_send(conn, wr);
+}
+
+rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			   int num_sge, uint64_t wr_id)
+{
+	uint64_t total;
+	rdmx_status st;
+
+	if (!conn)
+		return RDMX_ERR_INVALID;
+	if (!conn->ops->post_recv)
+		return RDMX_ERR_UNSUPPORTED;
+	st = rdmx_sge_check(sg, num_sge, true, &total);
+	if (st)
+		return st;
+	return conn->ops->post_recv(conn, sg, num_sge, wr_id);
+}
+
+static rdmx_status rdmx_post_one(struct rdmx_conn *conn,
+				 enum rdmx_opcode op, const struct rdmx_sge *sg,
+				 uint64_t raddr, uint32_t rkey,
+				 uint64_t wr_id, uint32_t imm, uint64_t a0,
+				 uint64_t a1)
+{
+	struct rdmx_wr wr = { .wr_id = wr_id, .opcode = op, .sg_list = sg,
+			      .num_sge = sg ? 1 : 0, .imm = imm,
+			      .remote_addr = raddr, .rkey = rkey,
+			      .compare_add = a0, .swap = a1 };
+
+	return rdmx_post(conn, &wr);
+}
+
+rdmx_status rdmx_post_send(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			   uint64_t wr_id)
+{
+	return rdmx_post_one(conn, RDMX_OP_SEND, sg, 0, 0, wr_id, 0, 0, 0);
+}
+
+rdmx_status rdmx_post_write(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			    uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+{
+	return rdmx_post_one(conn, RDMX_OP_WRITE, sg, raddr, rkey, wr_id, 0, 0,
+			     0);
+}
+
+rdmx_status rdmx_post_write_imm(struct rdmx_conn *conn,
+				const struct rdmx_sge *sg, uint64_t raddr,
+				uint32_t rkey, uint32_t imm, uint64_t wr_id)
+{
+	return rdmx_post_one(conn, RDMX_OP_WRITE_IMM, sg, raddr, rkey, wr_id,
+			     imm, 0, 0);
+}
+
+rdmx_status rdmx_post_read(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			   uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+{
+	return rdmx_post_one(conn, RDMX_OP_READ, sg, raddr, rkey, wr_id, 0, 0,
+			     0);
+}
+
+rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
+				const struct rdmx_sge *result, uint64_t raddr,
+				uint32_t rkey, uint64_t add, uint64_t wr_id)
+{
+	return rdmx_post_one(conn, RDMX_OP_FETCH_ADD, result, raddr, rkey,
+			     wr_id, 0, add, 0);
+}
+
+rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
+			       const struct rdmx_sge *result, uint64_t raddr,
+			       uint32_t rkey, uint64_t compare, uint64_t swap,
+			       uint64_t wr_id)
+{
+	return rdmx_post_one(conn, RDMX_OP_CMP_SWAP, result, raddr, rkey,
+			     wr_id, 0, compare, swap);
+}

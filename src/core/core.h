@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal core objects and the transport ops table. Transports include this
+ * file; core code never asks which transport it talks to, it calls ops and
+ * checks RDMX_CAP_* bits.
+ */
+#ifndef RDMX_CORE_H
+#define RDMX_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "log.h"
+#include "rdmx.h"
+
+#define rdmx_container_of(ptr, type, member)                                   \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Transport ids double as bit positions in the handshake's transport mask. */
+enum rdmx_transport_id {
+	RDMX_TRANSPORT_TCP = 0,
+	RDMX_TRANSPORT_MAX = 3,
+};
+
+enum {
+	RDMX_CAP_SEND = 1 << 0,
+	RDMX_CAP_WRITE = 1 << 1,
+	RDMX_CAP_WRITE_IMM = 1 << 2,
+	RDMX_CAP_READ = 1 << 3,
+	RDMX_CAP_ATOMIC = 1 << 4,
+};
+
+struct rdmx_conn;
+
+/*
+ * One table per transport, with designated initializers. A NULL op is a
+ * missing capability: core returns RDMX_ERR_UNSUPPORTED for it.
+ */
+struct rdmx_transport_ops {
+	const char *name;
+	enum rdmx_transport_id id;
+	uint64_t caps;
+	/* Per-context state, opened on first use, closed with the context. */
+	rdmx_status (*open)(struct rdmx_ctx *ctx, void **priv_p);
+	void (*close)(void *priv);
+	/*
+	 * Turn a control socket whose handshake chose this transport into a
+	 * connection. Owns @fd from the call on, success or not.
+	 */
+	rdmx_status (*conn_create)(void *priv, int fd,
+				   const struct rdmx_conn_attr *attr,
+				   struct rdmx_conn **conn_p);
+	/* Flush posted work as RDMX_ERR_FLUSHED into the cq, then free. */
+	void (*conn_close)(struct rdmx_conn *conn);
+	/* Initiator ops, all opcodes; wr and its sges are already checked. */
+	rdmx_status (*post_send)(struct rdmx_conn *conn,
+				 const struct rdmx_wr *wr);
+	rdmx_status (*post_recv)(struct rdmx_conn *conn,
+				 const struct rdmx_sge *sg, int num_sge,
+				 uint64_t wr_id);
+	/* Non-blocking progress on the caller's thread; returns events. */
+	int (*progress)(void *priv);
+	/* A descriptor readable when progress() has work (for waiting). */
+	int (*progress_fd)(void *priv);
+};
+
+extern const struct rdmx_transport_ops rdmx_tcp_ops;
+
+/* ---- context ------------------------------------------------------------ */
+
+#define RDMX_MR_BUCKETS 256
+#define RDMX_AUTH_KEY_MAX 1024
+
+struct rdmx_ctx {
+	struct rdmx_config cfg;
+	uint8_t auth_key[RDMX_AUTH_KEY_MAX];
+	size_t auth_key_len; /* 0: no pre-shared key */
+
+	pthread_mutex_t lock; /* children counts and transport opening */
+	unsigned nconns, ncqs, nlisteners, nmrs;
+
+	pthread_rwlock_t mr_lock; /* the rkey table */
+	struct rdmx_mr *mr_buckets[RDMX_MR_BUCKETS];
+
+	struct {
+		const struct rdmx_transport_ops *ops;
+		_Atomic(void *) priv; /* set once under lock, read anywhere */
+	} tp[RDMX_TRANSPORT_MAX];
+};
+
+/* Open (once) and return the per-context state of a transport. */
+rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx,
+			       enum rdmx_transport_id id, void **priv_p);
+/* Bit mask of transports this context could use, after transport config. */
+uint64_t rdmx_ctx_transport_mask(const struct rdmx_ctx *ctx);
+const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id);
+/* Drive every open transport once; returns the number of events. */
+int rdmx_ctx_progress(struct rdmx_ctx *ctx);
+void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta);
+
+/* ---- memory registration ------------------------------------------------ */
+
+struct rdmx_mr {
+	struct rdmx_ctx *ctx;
+	uint8_t *addr;
+	size_t length;
+	unsigned access;
+	uint32_t rkey;
+	atomic_uint refs;     /* transfers in progress into or out of it */
+	struct rdmx_mr *next; /* rkey hash chain */
+};
+
+/*
+ * rdmx_mr_acquire - the target side of a one-sided operation: find the live
+ * registration @rkey and check that [addr, addr + len) lies inside it with
+ * every bit of @access. Returns it with a reference held, to be dropped by
+ * rdmx_mr_release() when the transfer ends, or NULL (and logs at debug).
+ */
+struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
+				uint64_t addr, uint64_t len, unsigned access);
+void rdmx_mr_release(struct rdmx_mr *mr);
+
+/*
+ * rdmx_sge_check - check a local sge list: each entry inside its mr, with
+ * LOCAL_WRITE when @write. Sets *total_p to the byte count.
+ */
+rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge,
+			   bool write, uint64_t *total_p);
+
+/* ---- completion queues -------------------------------------------------- */
+
+struct rdmx_cq {
+	struct rdmx_ctx *ctx;
+	pthread_mutex_t lock;
+	struct rdmx_completion *ring;
+	uint32_t cap, head, count;
+	int efd;           /* eventfd: nonzero while completions are ready */
+	bool fd_exported;  /* the user holds efd: always signal */
+	bool signaled;     /* efd counter is nonzero */
+	unsigned waiters;  /* threads sleeping in rdmx_cq_wait */
+	unsigned nconns;
+};
+
+/* Deliver one completion; call with no cq lock held (any thread). */
+void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc);
+/* A connection starts or stops delivering to @cq. */
+void rdmx_cq_attach(struct rdmx_cq *cq, int delta);
+
+/* ---- connections -------------------------------------------------------- */
+
+/* Every transport connection embeds this first (to_<t>_conn() maps back). */
+struct rdmx_conn {
+	struct rdmx_ctx *ctx;
+	const struct rdmx_transport_ops *ops;
+	struct rdmx_cq *cq;
+	void *user_ctx;
+	struct rdmx_conn_info info;
+};
+
+/* Fill the base part; used by transports in conn_create. */
+void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
+		    const struct rdmx_transport_ops *ops,
+		    const struct rdmx_conn_attr *attr);
+
+/* Monotonic clock in microseconds. */
+uint64_t rdmx_now_us(void);
+
+#endif

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core.h"
+
+#define RDMX_CQ_INITIAL 256
+
+rdmx_status rdmx_cq_create(struct rdmx_ctx *ctx, struct rdmx_cq **cq_p)
+{
+	struct rdmx_cq *cq;
+
+	if (!ctx || !cq_p)
+		return RDMX_ERR_INVALID;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return RDMX_ERR_NOMEM;
+	cq->ring = calloc(RDMX_CQ_INITIAL, sizeof(*cq->ring));
+	if (!cq->ring)
+		goto err_free;
+	cq->cap = RDMX_CQ_INITIAL;
+	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cq->efd < 0) {
+		rdmx_error("eventfd: %m");
+		goto err_ring;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	cq->ctx = ctx;
+	rdmx_ctx_child(ctx, &ctx->ncqs, 1);
+	*cq_p = cq;
+	return RDMX_OK;
+
+err_ring:
+	free(cq->ring);
+err_free:
+	free(cq);
+	return RDMX_ERR_NOMEM;
+}
+
+rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
+{
+	if (!cq)
+		return RDMX_OK;
+	pthread_mutex_lock(&cq->lock);
+	if (cq->nconns) {
+		rdmx_error("rdmx_cq_destroy: %u connections still deliver to "
+			   "this cq", cq->nconns);
+		pthread_mutex_unlock(&cq->lock);
+		return RDMX_ERR_BUSY;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	rdmx_ctx_child(cq->ctx, &cq->ctx->ncqs, -1);
+	close(cq->efd);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return RDMX_OK;
+}
+
+void rdmx_cq_attach(struct rdmx_cq *cq, int delta)
+{
+	pthread_mutex_lock(&cq->lock);
+	cq->nconns += (unsigned)delta;
+	pthread_mutex_unlock(&cq->lock);
+}
+
+/* Double the ring, keeping order. Call with cq->lock held. */
+static bool rdmx_cq_grow(struct rdmx_cq *cq)
+{
+	struct rdmx_completion *ring;
+	uint32_t cap = cq->cap * 2;
+
+	ring = malloc(cap * sizeof(*ring));
+	if (!ring)
+		return false;
+	for (uint32_t i = 0; i < cq->count; i++)
+		ring[i] = cq->ring[(cq->head + i) % cq->cap];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->cap = cap;
+	cq->head = 0;
+	return true;
+}
+
+/* Call with cq->lock held. */
+static void rdmx_cq_signal(struct rdmx_cq *cq)
+{
+	uint64_t one = 1;
+
+	if (cq->signaled || (!cq->fd_exported && !cq->waiters))
+		return;
+	if (write(cq->efd, &one, sizeof(one)) == sizeof(one))
+		cq->signaled = true;
+}
+
+void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc)
+{
+	pthread_mutex_lock(&cq->lock);
+	if (cq->count == cq->cap && !rdmx_cq_grow(cq)) {
+		/* Cannot happen short of memory exhaustion; say so loudly. */
+		rdmx_error("cq: out of memory, completion of wr_id %llu lost",
+			   (unsigned long long)wc->wr_id);
+		pthread_mutex_unlock(&cq->lock);
+		return;
+	}
+	cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
+	cq->count++;
+	rdmx_cq_signal(cq);
+	pthread_mutex_unlock(&cq->lock);
+}
+
+static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc,
+			int max)
+{
+	uint64_t v;
+	int n = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	while (n < max && cq->count) {
+		wc[n++] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->count--;
+	}
+	if (!cq->count && cq->signaled) {
+		/* Empty again: make the fd unreadable. */
+		if (read(cq->efd, &v, sizeof(v)) == sizeof(v) || errno == EAGAIN)
+			cq->signaled = false;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
+{
+	int n;
+
+	if (!cq || !wc || max < 0)
+		return RDMX_ERR_INVALID;
+	n = rdmx_cq_take(cq, wc, max);
+	if (n)
+		return n;
+	if (rdmx_ctx_progress(cq->ctx))
+		n = rdmx_cq_take(cq, wc, max);
+	return n;
+}
+
+static bool rdmx_cq_ready(struct rdmx_cq *cq)
+{
+	bool ready;
+
+	pthread_mutex_lock(&cq->lock);
+	ready = cq->count != 0;
+	pthread_mutex_unlock(&cq->lock);
+	return ready;
+}
+
+/*
+ * Sleep on the cq's eventfd and on every open transport's progress fd, so a
+ * context without a progress thread still advances while it waits.
+ */
+static void rdmx_cq_sleep(struct rdmx_cq *cq, int timeout_ms)
+{
+	struct pollfd pfd[1 + RDMX_TRANSPORT_MAX];
+	struct rdmx_ctx *ctx = cq->ctx;
+	nfds_t n = 0;
+
+	pfd[n++] = (struct pollfd){ .fd = cq->efd, .events = POLLIN };
+	if (!ctx->cfg.progress_thread) {
+		for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+			void *priv = atomic_load(&ctx->tp[i].priv);
+
+			if (priv && ctx->tp[i].ops->progress_fd)
+				pfd[n++] = (struct pollfd){
+					.fd = ctx->tp[i].ops->progress_fd(priv),
+					.events = POLLIN
+				};
+		}
+	}
+	poll(pfd, n, timeout_ms);
+}
+
+rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
+{
+	uint64_t start = rdmx_now_us(), deadline, spin, now;
+
+	if (!cq)
+		return RDMX_ERR_INVALID;
+	spin = cq->ctx->cfg.progress_wait_spin_us;
+	deadline = timeout_ms < 0 ? UINT64_MAX :
+				    start + (uint64_t)timeout_ms * 1000;
+	for (;;) {
+		rdmx_ctx_progress(cq->ctx);
+		if (rdmx_cq_ready(cq))
+			return RDMX_OK;
+		now = rdmx_now_us();
+		if (now >= deadline)
+			return RDMX_ERR_TIMEOUT;
+		if (now - start < spin)
+			continue;
+
+		pthread_mutex_lock(&cq->lock);
+		cq->waiters++;
+		if (cq->count)
+			rdmx_cq_signal(cq);
+		pthread_mutex_unlock(&cq->lock);
+
+		rdmx_cq_sleep(cq, deadline == UINT64_MAX ? -1 :
+				  (int)((deadline - now + 999) / 1000));
+
+		pthread_mutex_lock(&cq->lock);
+		cq->waiters--;
+		pthread_mutex_unlock(&cq->lock);
+	}
+}
+
+int rdmx_cq_fd(struct rdmx_cq *cq)
+{
+	if (!cq)
+		return RDMX_ERR_INVALID;
+	pthread_mutex_lock(&cq->lock);
+	cq->fd_exported = true;
+	if (cq->count)
+		rdmx_cq_signal(cq);
+	pthread_mutex_unlock(&cq->lock);
+	return cq->efd;
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+
+/* The registry: every transport this build has, best first. */
+static const struct rdmx_transport_ops *const rdmx_transports[] = {
+	&rdmx_tcp_ops,
+};
+
+#define RDMX_NTRANSPORTS                                                       \
+	(sizeof(rdmx_transports) / sizeof(rdmx_transports[0]))
+
+const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id)
+{
+	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++)
+		if (rdmx_transports[i]->id == id)
+			return rdmx_transports[i];
+	return NULL;
+}
+
+uint64_t rdmx_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t rdmx_ctx_transport_mask(const struct rdmx_ctx *ctx)
+{
+	uint64_t mask = 0;
+
+	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++) {
+		const struct rdmx_transport_ops *ops = rdmx_transports[i];
+
+		if (!strcmp(ctx->cfg.transport, "auto") ||
+		    !strcmp(ctx->cfg.transport, ops->name))
+			mask |= 1ull << ops->id;
+	}
+	return mask;
+}
+
+static rdmx_status rdmx_ctx_load_key(struct rdmx_ctx *ctx)
+{
+	const char *path = ctx->cfg.auth_key_file;
+	size_t n;
+	FILE *f;
+
+	if (!*path)
+		return RDMX_OK;
+	f = fopen(path, "rb");
+	if (!f) {
+		rdmx_error("cannot open auth.key_file %s: %m", path);
+		return RDMX_ERR_CONFIG;
+	}
+	n = fread(ctx->auth_key, 1, sizeof(ctx->auth_key), f);
+	if (!feof(f)) {
+		rdmx_error("auth.key_file %s is larger than %d bytes", path,
+			   RDMX_AUTH_KEY_MAX - 1);
+		fclose(f);
+		return RDMX_ERR_CONFIG;
+	}
+	fclose(f);
+	/* A key written with echo ends in a newline the peer may lack. */
+	while (n && (ctx->auth_key[n - 1] == '\n' ||
+		     ctx->auth_key[n - 1] == '\r' || ctx->auth_key[n - 1] == ' '))
+		n--;
+	if (n < 16) {
+		rdmx_error("auth.key_file %s holds %zu bytes; a pre-shared key "
+			   "needs at least 16 (try: head -c 32 /dev/urandom | "
+			   "base64 > %s)", path, n, path);
+		return RDMX_ERR_CONFIG;
+	}
+	ctx->auth_key_len = n;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
+			    struct rdmx_ctx **ctx_p)
+{
+	const char *file = NULL;
+	struct rdmx_ctx *ctx;
+	rdmx_status st;
+
+	if (!ctx_p)
+		return RDMX_ERR_INVALID;
+	if (sodium_init() < 0) {
+		rdmx_error("libsodium failed to initialize");
+		return RDMX_ERR_SYSTEM;
+	}
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return RDMX_ERR_NOMEM;
+	if (attr && (attr->mask & RDMX_CTX_ATTR_CONFIG_FILE))
+		file = attr->config_file;
+	st = rdmx_config_load(file, &ctx->cfg, NULL);
+	if (st)
+		goto err_free;
+	rdmx_log_level = ctx->cfg.log_level;
+	st = rdmx_ctx_load_key(ctx);
+	if (st)
+		goto err_free;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_rwlock_init(&ctx->mr_lock, NULL);
+	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++)
+		ctx->tp[rdmx_transports[i]->id].ops = rdmx_transports[i];
+	*ctx_p = ctx;
+	return RDMX_OK;
+
+err_free:
+	sodium_memzero(ctx->auth_key, sizeof(ctx->auth_key));
+	free(ctx);
+	return st;
+}
+
+rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
+{
+	if (!ctx)
+		return RDMX_OK;
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->nconns || ctx->ncqs || ctx->nlisteners || ctx->nmrs) {
+		rdmx_error("rdmx_ctx_destroy: context still has %u connections, "
+			   "%u cqs, %u listeners and %u registrations",
+			   ctx->nconns, ctx->ncqs, ctx->nlisteners, ctx->nmrs);
+		pthread_mutex_unlock(&ctx->lock);
+		return RDMX_ERR_BUSY;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load(&ctx->tp[i].priv);
+
+		if (priv)
+			ctx->tp[i].ops->close(priv);
+	}
+	pthread_rwlock_destroy(&ctx->mr_lock);
+	pthread_mutex_destroy(&ctx->lock);
+	sodium_memzero(ctx->auth_key, sizeof(ctx->auth_key));
+	free(ctx);
+	return RDMX_OK;
+}
+
+void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta)
+{
+	pthread_mutex_lock(&ctx->lock);
+	*counter += (unsigned)delta;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx,
+			       enum rdmx_transport_id id, void **priv_p)
+{
+	rdmx_status st = RDMX_OK;
+	void *priv;
+
+	if (id >= RDMX_TRANSPORT_MAX || !ctx->tp[id].ops)
+		return RDMX_ERR_UNSUPPORTED;
+	priv = atomic_load_explicit(&ctx->tp[id].priv, memory_order_acquire);
+	if (priv) {
+		*priv_p = priv;
+		return RDMX_OK;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	priv = atomic_load(&ctx->tp[id].priv);
+	if (!priv) {
+		st = ctx->tp[id].ops->open(ctx, &priv);
+		if (!st)
+			atomic_store_explicit(&ctx->tp[id].priv, priv,
+					      memory_order_release);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (!st)
+		*priv_p = priv;
+	return st;
+}
+
+int rdmx_ctx_progress(struct rdmx_ctx *ctx)
+{
+	int n = 0;
+
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
+						  memory_order_acquire);
+
+		if (priv && ctx->tp[i].ops->progress)
+			n += ctx->tp[i].ops->progress(priv);
+	}
+	return n;
+}

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "handshake.h"
+#include "handshake_proto.h"
+#include "sock.h"
+
+struct rdmx_hs {
+	struct rdmx_ctx *ctx;
+	int fd;
+	const char *peer;
+	uint64_t deadline;
+};
+
+static rdmx_status rdmx_hs_send(struct rdmx_hs *hs, struct rdmx_hs_msg *msg)
+{
+	uint8_t buf[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY];
+	size_t n;
+
+	msg->version = RDMX_HS_VERSION;
+	n = rdmx_hs_encode(msg, buf);
+	return rdmx_sock_write_full(hs->fd, buf, n, hs->deadline);
+}
+
+/* Receive one message of @type; logs what went wrong. */
+static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
+				struct rdmx_hs_msg *msg)
+{
+	uint8_t buf[RDMX_HS_MAX_BODY];
+	size_t blen;
+	rdmx_status st;
+
+	st = rdmx_sock_read_full(hs->fd, buf, RDMX_HS_HDR_LEN, hs->deadline);
+	if (!st)
+		st = rdmx_hs_decode_hdr(buf, RDMX_HS_HDR_LEN, msg, &blen);
+	if (!st && msg->type != type)
+		st = RDMX_ERR_PROTOCOL;
+	if (!st)
+		st = rdmx_sock_read_full(hs->fd, buf, blen, hs->deadline);
+	if (!st)
+		st = rdmx_hs_decode_body(buf, blen, msg);
+	if (st == RDMX_ERR_TIMEOUT)
+		rdmx_error("handshake with %s: no answer within %llu ms",
+			   hs->peer,
+			   (unsigned long long)hs->ctx->cfg.handshake_timeout_ms);
+	else if (st == RDMX_ERR_PROTOCOL)
+		rdmx_error("handshake with %s: malformed message (is it an rdmx "
+			   "peer?)", hs->peer);
+	return st;
+}
+
+static void rdmx_hs_mac(const struct rdmx_ctx *ctx, const char *role,
+			const uint8_t *n1, const uint8_t *n2, uint8_t transport,
+			uint8_t mac[RDMX_HS_MAC_LEN])
+{
+	crypto_auth_hmacsha256_state st;
+
+	crypto_auth_hmacsha256_init(&st, ctx->auth_key, ctx->auth_key_len);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)role, strlen(role));
+	crypto_auth_hmacsha256_update(&st, n1, RDMX_HS_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, n2, RDMX_HS_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, &transport, 1);
+	crypto_auth_hmacsha256_final(&st, mac);
+}
+
+static void rdmx_hs_names(uint64_t mask, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		const struct rdmx_transport_ops *ops = rdmx_transport_by_id(i);
+
+		if ((mask & (1ull << i)) && ops && off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s",
+						off ? "," : "", ops->name);
+	}
+	if (!off)
+		snprintf(buf, len, "none");
+}
+
+/* The best transport in both masks: higher ids are faster paths. */
+static int rdmx_hs_choose(uint64_t common)
+{
+	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--)
+		if ((common & (1ull << i)) && rdmx_transport_by_id((unsigned)i))
+			return i;
+	return -1;
+}
+
+static void rdmx_hs_reason(struct rdmx_ctx *ctx, uint64_t client,
+			   uint64_t server, unsigned chosen,
+			   struct rdmx_hs_result *res)
+{
+	char c[32], s[32];
+
+	rdmx_hs_names(client, c, sizeof(c));
+	rdmx_hs_names(server, s, sizeof(s));
+	res->transport = chosen;
+	if (strcmp(ctx->cfg.transport, "auto"))
+		snprintf(res->reason, sizeof(res->reason),
+			 "forced by transport=%s (RDMX_TRANSPORT)",
+			 ctx->cfg.transport);
+	else
+		snprintf(res->reason, sizeof(res->reason),
+			 "best both sides support (client: %s; server: %s)", c,
+			 s);
+}
+
+static rdmx_status rdmx_hs_refused(const struct rdmx_hs *hs, uint16_t code,
+				   bool server)
+{
+	const char *who = server ? "client" : "server";
+
+	switch (code) {
+	case RDMX_HS_BAD_VERSION:
+		rdmx_error("%s %s speaks another rdmx protocol version (this "
+			   "side: %d); upgrade one of them", who, hs->peer,
+			   RDMX_HS_VERSION);
+		return RDMX_ERR_PROTOCOL;
+	case RDMX_HS_KEY_REQUIRED:
+		rdmx_error("%s: the server requires a pre-shared key and the "
+			   "client has none (set auth.key_file or "
+			   "RDMX_AUTH_KEY_FILE on the client)", hs->peer);
+		return RDMX_ERR_AUTH;
+	case RDMX_HS_KEY_UNEXPECTED:
+		rdmx_error("%s: the client has a pre-shared key and the server "
+			   "has none; refusing an unauthenticated connection "
+			   "(set auth.key_file on the server)", hs->peer);
+		return RDMX_ERR_AUTH;
+	case RDMX_HS_KEY_WRONG:
+		rdmx_error("%s %s failed authentication: the pre-shared keys "
+			   "differ", who, hs->peer);
+		return RDMX_ERR_AUTH;
+	case RDMX_HS_NO_TRANSPORT:
+		rdmx_error("%s: no transport both sides can use (check "
+			   "transport / RDMX_TRANSPORT on both)", hs->peer);
+		return RDMX_ERR_NO_TRANSPORT;
+	}
+	rdmx_error("%s %s refused the handshake with unknown code %u", who,
+		   hs->peer, code);
+	return RDMX_ERR_PROTOCOL;
+}
+
+static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
+				    const struct rdmx_hs_msg *hello,
+				    uint64_t *common_p)
+{
+	bool has_key = hs->ctx->auth_key_len != 0;
+
+	if (hello->version != RDMX_HS_VERSION)
+		return RDMX_HS_BAD_VERSION;
+	if (has_key && !(hello->flags & RDMX_HS_F_HAS_KEY))
+		return RDMX_HS_KEY_REQUIRED;
+	if (!has_key && (hello->flags & RDMX_HS_F_HAS_KEY))
+		return RDMX_HS_KEY_UNEXPECTED;
+	*common_p = hello->transports & rdmx_ctx_transport_mask(hs->ctx);
+	if (rdmx_hs_choose(*common_p) < 0)
+		return RDMX_HS_NO_TRANSPORT;
+	return RDMX_HS_OK;
+}
+
+rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
+			   struct rdmx_hs_result *res)
+{
+	struct rdmx_hs hs = { ctx, fd, peer,
+			      rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000 };
+	struct rdmx_hs_msg hello, welcome = { .type = RDMX_HS_WELCOME };
+	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT };
+	uint8_t mac[RDMX_HS_MAC_LEN];
+	uint64_t common = 0;
+	rdmx_status st;
+
+	st = rdmx_hs_recv(&hs, RDMX_HS_HELLO, &hello);
+	if (st)
+		return st;
+	welcome.code = rdmx_hs_check_hello(&hs, &hello, &common);
+	welcome.transports = rdmx_ctx_transport_mask(ctx);
+	welcome.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
+	if (welcome.code) {
+		rdmx_hs_send(&hs, &welcome);
+		return rdmx_hs_refused(&hs, welcome.code, true);
+	}
+	welcome.transport = (uint8_t)rdmx_hs_choose(common);
+	randombytes_buf(welcome.nonce, sizeof(welcome.nonce));
+	if (ctx->auth_key_len)
+		rdmx_hs_mac(ctx, "rdmx-server", hello.nonce, welcome.nonce,
+			    welcome.transport, welcome.mac);
+	st = rdmx_hs_send(&hs, &welcome);
+	if (!st)
+		st = rdmx_hs_recv(&hs, RDMX_HS_AUTH, &auth);
+	if (st)
+		return st;
+	if (auth.flags & RDMX_HS_F_BAD_PEER) {
+		rdmx_error("client %s rejected this server's pre-shared key: "
+			   "the keys differ", peer);
+		return RDMX_ERR_AUTH;
+	}
+	if (ctx->auth_key_len) {
+		rdmx_hs_mac(ctx, "rdmx-client", welcome.nonce, hello.nonce,
+			    welcome.transport, mac);
+		if (sodium_memcmp(mac, auth.mac, sizeof(mac)))
+			result.code = RDMX_HS_KEY_WRONG;
+	}
+	st = rdmx_hs_send(&hs, &result);
+	if (result.code)
+		return rdmx_hs_refused(&hs, result.code, true);
+	if (st)
+		return st;
+	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
+		       welcome.transport, res);
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
+			   struct rdmx_hs_result *res)
+{
+	struct rdmx_hs hs = { ctx, fd, peer,
+			      rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000 };
+	struct rdmx_hs_msg hello = { .type = RDMX_HS_HELLO }, welcome;
+	struct rdmx_hs_msg auth = { .type = RDMX_HS_AUTH }, result;
+	uint8_t mac[RDMX_HS_MAC_LEN];
+	rdmx_status st;
+
+	hello.transports = rdmx_ctx_transport_mask(ctx);
+	hello.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
+	randombytes_buf(hello.nonce, sizeof(hello.nonce));
+	st = rdmx_hs_send(&hs, &hello);
+	if (!st)
+		st = rdmx_hs_recv(&hs, RDMX_HS_WELCOME, &welcome);
+	if (st)
+		goto err_lost;
+	if (welcome.code)
+		return rdmx_hs_refused(&hs, welcome.code, false);
+	if (!(hello.transports & (1ull << welcome.transport)) ||
+	    !rdmx_transport_by_id(welcome.transport)) {
+		rdmx_error("server %s chose transport %u, which this side did "
+			   "not offer", peer, welcome.transport);
+		return RDMX_ERR_PROTOCOL;
+	}
+	if (ctx->auth_key_len) {
+		rdmx_hs_mac(ctx, "rdmx-server", hello.nonce, welcome.nonce,
+			    welcome.transport, mac);
+		if (sodium_memcmp(mac, welcome.mac, sizeof(mac))) {
+			auth.flags = RDMX_HS_F_BAD_PEER;
+			rdmx_hs_send(&hs, &auth);
+			return rdmx_hs_refused(&hs, RDMX_HS_KEY_WRONG, false);
+		}
+		rdmx_hs_mac(ctx, "rdmx-client", welcome.nonce, hello.nonce,
+			    welcome.transport, auth.mac);
+	}
+	st = rdmx_hs_send(&hs, &auth);
+	if (!st)
+		st = rdmx_hs_recv(&hs, RDMX_HS_RESULT, &result);
+	if (st)
+		goto err_lost;
+	if (result.code) {
+		rdmx_error("server %s rejected this client's pre-shared key: "
+			   "the keys differ", peer);
+		return RDMX_ERR_AUTH;
+	}
+	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
+		       welcome.transport, res);
+	return RDMX_OK;
+
+err_lost:
+	if (st == RDMX_ERR_CONN_LOST)
+		rdmx_error("handshake with %s: the server closed the connection "
+			   "(it may have refused this client; see its log)",
+			   peer);
+	return st;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RDMX_HANDSHAKE_H
+#define RDMX_HANDSHAKE_H
+
+#include "core.h"
+
+struct rdmx_hs_result {
+	unsigned transport; /* enum rdmx_transport_id */
+	char reason[128];
+};
+
+/*
+ * Run the handshake on a connected control socket, within
+ * conn.handshake_timeout. Both log the failure with the peer's address and
+ * the fix, and return RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL,
+ * RDMX_ERR_NO_TRANSPORT, RDMX_ERR_TIMEOUT or RDMX_ERR_CONN_LOST.
+ */
+rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
+			   struct rdmx_hs_result *res);
+rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
+			   struct rdmx_hs_result *res);
+
+#endif

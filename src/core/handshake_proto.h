@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Wire format of the connection handshake on the control connection. Only
+ * this file knows the byte layout. Every message is a 12-byte header and a
+ * fixed-size body; all integers are big-endian. The header layout never
+ * changes between versions, so any two versions can tell each other apart.
+ *
+ *   client                          server
+ *   HELLO  (transports, nonce_c) ->
+ *                                <- WELCOME (code, transport, nonce_s, mac_s)
+ *   AUTH   (mac_c)               ->
+ *                                <- RESULT  (code)
+ *
+ * With a pre-shared key, mac_s = HMAC-SHA256(key, "rdmx-server" nonce_c
+ * nonce_s transport) and mac_c the same with "rdmx-client" and the nonces
+ * swapped, so each side proves the key without sending it, and a replay of
+ * an old exchange fails against fresh nonces.
+ */
+#ifndef RDMX_HANDSHAKE_PROTO_H
+#define RDMX_HANDSHAKE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdmx.h"
+
+#define RDMX_HS_MAGIC 0x52444d58u /* "RDMX" */
+#define RDMX_HS_VERSION 1
+#define RDMX_HS_HDR_LEN 12
+#define RDMX_HS_NONCE_LEN 32
+#define RDMX_HS_MAC_LEN 32
+#define RDMX_HS_MAX_BODY 80
+
+enum rdmx_hs_type {
+	RDMX_HS_HELLO = 1,
+	RDMX_HS_WELCOME = 2,
+	RDMX_HS_AUTH = 3,
+	RDMX_HS_RESULT = 4,
+};
+
+/* Header flags. */
+enum {
+	RDMX_HS_F_HAS_KEY = 1 << 0, /* HELLO, WELCOME: sender has a key */
+	RDMX_HS_F_BAD_PEER = 1 << 1, /* AUTH: the server's mac was wrong */
+};
+
+/* WELCOME and RESULT codes. */
+enum rdmx_hs_code {
+	RDMX_HS_OK = 0,
+	RDMX_HS_BAD_VERSION = 1,
+	RDMX_HS_KEY_REQUIRED = 2, /* server has a key, client has none */
+	RDMX_HS_KEY_UNEXPECTED = 3, /* client has a key, server has none */
+	RDMX_HS_KEY_WRONG = 4,
+	RDMX_HS_NO_TRANSPORT = 5,
+};
+
+/* A decoded message; which fields count depends on type. */
+struct rdmx_hs_msg {
+	uint16_t version;
+	uint8_t type;
+	uint8_t flags;
+	uint16_t code;        /* WELCOME, RESULT */
+	uint8_t transport;    /* WELCOME: chosen transport id */
+	uint64_t transports;  /* HELLO, WELCOME: mask the sender can use */
+	uint8_t nonce[RDMX_HS_NONCE_LEN]; /* HELLO, WELCOME */
+	uint8_t mac[RDMX_HS_MAC_LEN];     /* WELCOME, AUTH */
+};
+
+/* Body sizes: HELLO 48, WELCOME 80, AUTH 32, RESULT 8. */
+size_t rdmx_hs_body_len(uint8_t type);
+
+/* Encode header and body into @buf; returns the byte count. */
+size_t rdmx_hs_encode(const struct rdmx_hs_msg *msg,
+		      uint8_t buf[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY]);
+
+/*
+ * Decode a header: checks the magic, the type and that the body length is
+ * the one the type has. Sets version, type and flags of @msg and the body
+ * length. RDMX_ERR_PROTOCOL when anything is off.
+ */
+rdmx_status rdmx_hs_decode_hdr(const uint8_t *buf, size_t len,
+			       struct rdmx_hs_msg *msg, size_t *body_len_p);
+
+/* Decode a body of the type already set in @msg. */
+rdmx_status rdmx_hs_decode_body(const uint8_t *buf, size_t len,
+				struct rdmx_hs_msg *msg);
+
+#endif

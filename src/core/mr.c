@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bytes.h"
+#include "core.h"
+
+#define RDMX_ACCESS_ALL                                                        \
+	(RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |                  \
+	 RDMX_ACCESS_REMOTE_READ | RDMX_ACCESS_REMOTE_ATOMIC)
+
+static struct rdmx_mr **rdmx_mr_bucket(struct rdmx_ctx *ctx, uint32_t rkey)
+{
+	return &ctx->mr_buckets[rkey % RDMX_MR_BUCKETS];
+}
+
+/* Call with mr_lock held. */
+static struct rdmx_mr *rdmx_mr_find(struct rdmx_ctx *ctx, uint32_t rkey)
+{
+	struct rdmx_mr *mr;
+
+	for (mr = *rdmx_mr_bucket(ctx, rkey); mr; mr = mr->next)
+		if (mr->rkey == rkey)
+			return mr;
+	return NULL;
+}
+
+rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
+			unsigned access, struct rdmx_mr **mr_p)
+{
+	struct rdmx_mr *mr;
+	uint32_t rkey;
+
+	if (!ctx || !mr_p || (!addr && length) || (access & ~RDMX_ACCESS_ALL))
+		return RDMX_ERR_INVALID;
+	if ((access & (RDMX_ACCESS_REMOTE_WRITE | RDMX_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & RDMX_ACCESS_LOCAL_WRITE)) {
+		rdmx_error("rdmx_mr_reg: remote write and atomic access need "
+			   "RDMX_ACCESS_LOCAL_WRITE too");
+		return RDMX_ERR_INVALID;
+	}
+	if ((uintptr_t)addr + length < (uintptr_t)addr)
+		return RDMX_ERR_INVALID;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return RDMX_ERR_NOMEM;
+	mr->ctx = ctx;
+	mr->addr = addr;
+	mr->length = length;
+	mr->access = access;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	/* Unpredictable, nonzero and unique among live registrations. */
+	do {
+		rkey = randombytes_random();
+	} while (!rkey || rdmx_mr_find(ctx, rkey));
+	mr->rkey = rkey;
+	mr->next = *rdmx_mr_bucket(ctx, rkey);
+	*rdmx_mr_bucket(ctx, rkey) = mr;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+
+	rdmx_ctx_child(ctx, &ctx->nmrs, 1);
+	*mr_p = mr;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr)
+{
+	struct rdmx_ctx *ctx;
+	struct rdmx_mr **pp;
+	struct timespec nap = { 0, 100000 };
+
+	if (!mr)
+		return RDMX_OK;
+	ctx = mr->ctx;
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	for (pp = rdmx_mr_bucket(ctx, mr->rkey); *pp != mr; pp = &(*pp)->next)
+		;
+	*pp = mr->next;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	/*
+	 * No new transfer can find it now. Transfers already placing or
+	 * sending its bytes end by themselves (or when their connection
+	 * dies); the caller may free the memory only after they have.
+	 */
+	while (atomic_load_explicit(&mr->refs, memory_order_acquire))
+		nanosleep(&nap, NULL);
+	rdmx_ctx_child(ctx, &ctx->nmrs, -1);
+	free(mr);
+	return RDMX_OK;
+}
+
+void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p)
+{
+	remote_p->addr = (uintptr_t)mr->addr;
+	remote_p->length = mr->length;
+	remote_p->rkey = mr->rkey;
+}
+
+struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
+				uint64_t addr, uint64_t len, unsigned access)
+{
+	struct rdmx_mr *mr;
+	uint64_t start;
+
+	pthread_rwlock_rdlock(&ctx->mr_lock);
+	mr = rdmx_mr_find(ctx, rkey);
+	if (!mr) {
+		rdmx_debug("remote access with unknown rkey 0x%x", rkey);
+		goto err;
+	}
+	start = (uintptr_t)mr->addr;
+	if (addr < start || len > mr->length || addr - start > mr->length - len) {
+		rdmx_debug("remote access [0x%llx, +%llu) outside rkey 0x%x",
+			   (unsigned long long)addr, (unsigned long long)len,
+			   rkey);
+		goto err;
+	}
+	if ((mr->access & access) != access) {
+		rdmx_debug("remote access 0x%x not granted by rkey 0x%x", access,
+			   rkey);
+		goto err;
+	}
+	atomic_fetch_add_explicit(&mr->refs, 1, memory_order_relaxed);
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return mr;
+err:
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return NULL;
+}
+
+void rdmx_mr_release(struct rdmx_mr *mr)
+{
+	if (mr)
+		atomic_fetch_sub_explicit(&mr->refs, 1, memory_order_release);
+}
+
+rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, bool write,
+			   uint64_t *total_p)
+{
+	uint64_t total = 0;
+
+	if (num_sge < 0 || num_sge > RDMX_MAX_SGE || (num_sge && !sg)) {
+		rdmx_error("post: num_sge %d out of range 0..%d", num_sge,
+			   RDMX_MAX_SGE);
+		return RDMX_ERR_INVALID;
+	}
+	for (int i = 0; i < num_sge; i++) {
+		const struct rdmx_mr *mr = sg[i].mr;
+		uintptr_t a = (uintptr_t)sg[i].addr;
+
+		if (!sg[i].length)
+			continue;
+		if (!mr || a < (uintptr_t)mr->addr ||
+		    sg[i].length > mr->length ||
+		    a - (uintptr_t)mr->addr > mr->length - sg[i].length) {
+			rdmx_error("post: sge %d (%p, %u bytes) is not inside "
+				   "its registration", i, sg[i].addr,
+				   sg[i].length);
+			return RDMX_ERR_INVALID;
+		}
+		if (write && !(mr->access & RDMX_ACCESS_LOCAL_WRITE)) {
+			rdmx_error("post: sge %d receives data but its "
+				   "registration lacks RDMX_ACCESS_LOCAL_WRITE",
+				   i);
+			return RDMX_ERR_INVALID;
+		}
+		total += sg[i].length;
+	}
+	*total_p = total;
+	return RDMX_OK;
+}
+
+/* Packed descriptor: be64 addr, be64 length, be32 rkey, be32 version. */
+#define RDMX_REMOTE_PACK_VERSION 1
+
+void rdmx_remote_pack(const struct rdmx_remote *remote,
+		      uint8_t buf[RDMX_REMOTE_PACKED_LEN])
+{
+	rdmx_put_be(buf, remote->addr, 8);
+	rdmx_put_be(buf + 8, remote->length, 8);
+	rdmx_put_be(buf + 16, remote->rkey, 4);
+	rdmx_put_be(buf + 20, RDMX_REMOTE_PACK_VERSION, 4);
+}
+
+rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
+			       struct rdmx_remote *remote_p)
+{
+	const uint8_t *p = buf;
+
+	if (!buf || len < RDMX_REMOTE_PACKED_LEN ||
+	    rdmx_get_be(p + 20, 4) != RDMX_REMOTE_PACK_VERSION)
+		return RDMX_ERR_INVALID;
+	remote_p->addr = rdmx_get_be(p, 8);
+	remote_p->length = rdmx_get_be(p + 8, 8);
+	remote_p->rkey = (uint32_t)rdmx_get_be(p + 16, 4);
+	return RDMX_OK;
+}

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "sock.h"
+
+rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
+			    char *port, size_t port_len)
+{
+	const char *colon, *h = addr, *p = NULL;
+	size_t hl;
+	char *end;
+	long num;
+
+	if (!addr)
+		goto err;
+	if (*addr == '[') { /* [v6]:port */
+		colon = strchr(addr, ']');
+		if (!colon)
+			goto err;
+		h = addr + 1;
+		hl = (size_t)(colon - h);
+		if (colon[1] == ':')
+			p = colon + 2;
+		else if (colon[1])
+			goto err;
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon && strchr(addr, ':') != colon)
+			goto err; /* bare v6 needs brackets */
+		if (colon) {
+			hl = (size_t)(colon - addr);
+			p = colon + 1;
+		} else if (*addr && strspn(addr, "0123456789") == strlen(addr)) {
+			hl = 0; /* "7000" is a port */
+			p = addr;
+		} else {
+			hl = strlen(addr);
+		}
+	}
+	if (hl >= host_len)
+		goto err;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	if (!p || !*p)
+		p = RDMX_DEFAULT_PORT;
+	errno = 0;
+	num = strtol(p, &end, 10);
+	if (*end || errno || num < 0 || num > 65535 || strlen(p) >= port_len)
+		goto err;
+	strcpy(port, p);
+	return RDMX_OK;
+err:
+	rdmx_error("invalid address '%s': expected host:port, [ipv6]:port, "
+		   ":port or port (port 0..65535)", addr ? addr : "(null)");
+	return RDMX_ERR_INVALID;
+}
+
+static rdmx_status rdmx_resolve(const char *addr, bool passive,
+				struct addrinfo **res_p)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
+	char host[256], port[16];
+	rdmx_status st;
+	int rc;
+
+	st = rdmx_addr_split(addr, host, sizeof(host), port, sizeof(port));
+	if (st)
+		return st;
+	if (passive)
+		hints.ai_flags = AI_PASSIVE;
+	if (!*host && !passive)
+		strcpy(host, "localhost");
+	rc = getaddrinfo(*host ? host : NULL, port, &hints, res_p);
+	if (rc) {
+		rdmx_error("cannot resolve '%s': %s", host, gai_strerror(rc));
+		return RDMX_ERR_UNREACHABLE;
+	}
+	return RDMX_OK;
+}
+
+static int rdmx_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p)
+{
+	struct addrinfo *res, *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	rdmx_status st;
+	int fd = -1, one = 1, err = 0;
+
+	st = rdmx_resolve(addr, true, &res);
+	if (st)
+		return st;
+	/* Prefer IPv6 wildcard sockets: they take IPv4 peers too. */
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 128))
+			break;
+		err = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		errno = err;
+		rdmx_error("cannot listen on '%s': %m", addr);
+		return RDMX_ERR_SYSTEM;
+	}
+	rdmx_set_nonblock(fd);
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	*port_p = ntohs(ss.ss_family == AF_INET6 ?
+				((struct sockaddr_in6 *)&ss)->sin6_port :
+				((struct sockaddr_in *)&ss)->sin_port);
+	*fd_p = fd;
+	return RDMX_OK;
+}
+
+static int rdmx_poll_one(int fd, short events, uint64_t deadline_us)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	uint64_t now = rdmx_now_us();
+	int ms, rc;
+
+	if (deadline_us == UINT64_MAX)
+		ms = -1;
+	else if (now >= deadline_us)
+		return 0;
+	else
+		ms = (int)((deadline_us - now + 999) / 1000);
+	do {
+		rc = poll(&pfd, 1, ms);
+	} while (rc < 0 && errno == EINTR);
+	return rc;
+}
+
+static uint64_t rdmx_deadline(int timeout_ms)
+{
+	return timeout_ms < 0 ? UINT64_MAX :
+			       rdmx_now_us() + (uint64_t)timeout_ms * 1000;
+}
+
+rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p)
+{
+	uint64_t deadline = rdmx_deadline(timeout_ms);
+	int fd;
+
+	for (;;) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			*fd_p = fd;
+			return RDMX_OK;
+		}
+		if (errno != EAGAIN && errno != EINTR &&
+		    errno != ECONNABORTED) {
+			rdmx_error("accept: %m");
+			return RDMX_ERR_SYSTEM;
+		}
+		if (errno == EAGAIN && rdmx_poll_one(lfd, POLLIN, deadline) == 0)
+			return RDMX_ERR_TIMEOUT;
+	}
+}
+
+rdmx_status rdmx_sock_connect(const char *addr, int timeout_ms, int *fd_p)
+{
+	uint64_t deadline = rdmx_deadline(timeout_ms);
+	struct addrinfo *res, *ai;
+	rdmx_status st = RDMX_ERR_UNREACHABLE;
+	int fd, err = 0;
+	socklen_t el = sizeof(err);
+
+	st = rdmx_resolve(addr, false, &res);
+	if (st)
+		return st;
+	st = RDMX_ERR_UNREACHABLE;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family,
+			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) && errno != EINPROGRESS) {
+			err = errno;
+		} else if (rdmx_poll_one(fd, POLLOUT, deadline) == 0) {
+			close(fd);
+			st = RDMX_ERR_TIMEOUT;
+			continue;
+		} else {
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		}
+		if (!err) {
+			freeaddrinfo(res);
+			*fd_p = fd;
+			return RDMX_OK;
+		}
+		close(fd);
+		st = err == ECONNREFUSED ? RDMX_ERR_CONN_REFUSED :
+					   RDMX_ERR_UNREACHABLE;
+	}
+	freeaddrinfo(res);
+	if (st == RDMX_ERR_TIMEOUT) {
+		rdmx_error("connect to %s: no answer within %d ms", addr,
+			   timeout_ms);
+	} else {
+		errno = err;
+		rdmx_error("connect to %s: %m", addr);
+	}
+	return st;
+}
+
+rdmx_status rdmx_sock_read_full(int fd, void *buf, size_t len,
+				uint64_t deadline_us)
+{
+	uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = recv(fd, p, len, 0);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return RDMX_ERR_CONN_LOST;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return RDMX_ERR_CONN_LOST;
+		if (rdmx_poll_one(fd, POLLIN, deadline_us) == 0)
+			return RDMX_ERR_TIMEOUT;
+	}
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_sock_write_full(int fd, const void *buf, size_t len,
+				 uint64_t deadline_us)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return RDMX_ERR_CONN_LOST;
+		if (rdmx_poll_one(fd, POLLOUT, deadline_us) == 0)
+			return RDMX_ERR_TIMEOUT;
+	}
+	return RDMX_OK;
+}
+
+void rdmx_sock_name(int fd, bool peer, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &sl)) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		port = ntohs(s6->sin6_port);
+		snprintf(buf, len, "[%s]:%d", ip, port);
+		return;
+	}
+	inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip,
+		  sizeof(ip));
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	snprintf(buf, len, "%s:%d", ip, port);
+}
+
+void rdmx_sock_liveness(int fd, unsigned timeout_ms)
+{
+	int one = 1, idle = (int)(timeout_ms / 2000) + 1, cnt = 2;
+	unsigned ut = timeout_ms;
+
+	/*
+	 * A dead peer host sends no FIN: keepalive probes on an idle socket
+	 * and TCP_USER_TIMEOUT on a busy one turn its silence into an error
+	 * within about @timeout_ms.
+	 */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Wire format of the tcp transport. Only this file knows the byte layout.
+ *
+ * Every frame is a 48-byte header, then `length` payload bytes for SEND,
+ * WRITE, WRITE_IMM and READ_RESP (READ_REQ's length is the amount asked
+ * for; every other type has length 0). Integers are big-endian.
+ *
+ *    0  u8   version        RDMX_TCP_PROTO_VERSION
+ *    1  u8   type           enum rdmx_tcp_type
+ *    2  u8   op             ATOMIC_REQ: enum rdmx_tcp_atomic; NAK: code
+ *    3  u8   reserved       0
+ *    4  be32 credits        RECVs the sender posted since its last frame
+ *    8  be32 length
+ *   12  be32 rkey           one-sided requests
+ *   16  be64 seq            request sequence; responses echo it
+ *   24  be64 addr           one-sided requests: target address
+ *   32  be64 arg0           WRITE_IMM: imm; ATOMIC_REQ: add or compare;
+ *                           ATOMIC_RESP: the value before; ACK: last seq
+ *   40  be64 arg1           ATOMIC_REQ: swap
+ *
+ * Every request gets exactly one answer, in request order: SEND, WRITE and
+ * WRITE_IMM an ACK (one ACK may cover several: "all up to arg0 placed") or
+ * a NAK; READ_REQ a READ_RESP or a NAK; ATOMIC_REQ an ATOMIC_RESP or a NAK.
+ * SEND and WRITE_IMM each spend one credit, granted by the receiver as it
+ * posts RECVs, so nothing waits on retries.
+ */
+#ifndef RDMX_TCP_PROTO_H
+#define RDMX_TCP_PROTO_H
+
+#include <stdint.h>
+
+#include "bytes.h"
+#include "rdmx.h"
+
+#define RDMX_TCP_PROTO_VERSION 1
+#define RDMX_TCP_HDR_LEN 48
+#define RDMX_TCP_MAX_MSG (1u << 31)
+#define RDMX_TCP_MAX_CREDITS 65536 /* the largest tcp.rx_depth */
+
+enum rdmx_tcp_type {
+	RDMX_TCP_SEND = 1,
+	RDMX_TCP_WRITE,
+	RDMX_TCP_WRITE_IMM,
+	RDMX_TCP_READ_REQ,
+	RDMX_TCP_ATOMIC_REQ,
+	RDMX_TCP_ACK,
+	RDMX_TCP_NAK,
+	RDMX_TCP_READ_RESP,
+	RDMX_TCP_ATOMIC_RESP,
+	RDMX_TCP_CREDIT,
+	RDMX_TCP_TYPE_MAX = RDMX_TCP_CREDIT,
+};
+
+enum rdmx_tcp_atomic {
+	RDMX_TCP_FETCH_ADD = 1,
+	RDMX_TCP_CMP_SWAP = 2,
+};
+
+enum rdmx_tcp_nak {
+	RDMX_TCP_NAK_ACCESS = 1, /* rkey, bounds, access flags or alignment */
+	RDMX_TCP_NAK_LENGTH = 2, /* SEND larger than the posted RECV */
+};
+
+struct rdmx_tcp_hdr {
+	uint8_t version;
+	uint8_t type;
+	uint8_t op;
+	uint32_t credits;
+	uint32_t length;
+	uint32_t rkey;
+	uint64_t seq;
+	uint64_t addr;
+	uint64_t arg0;
+	uint64_t arg1;
+};
+
+static inline void rdmx_tcp_hdr_pack(const struct rdmx_tcp_hdr *h,
+				     uint8_t b[RDMX_TCP_HDR_LEN])
+{
+	b[0] = RDMX_TCP_PROTO_VERSION;
+	b[1] = h->type;
+	b[2] = h->op;
+	b[3] = 0;
+	rdmx_put_be(b + 4, h->credits, 4);
+	rdmx_put_be(b + 8, h->length, 4);
+	rdmx_put_be(b + 12, h->rkey, 4);
+	rdmx_put_be(b + 16, h->seq, 8);
+	rdmx_put_be(b + 24, h->addr, 8);
+	rdmx_put_be(b + 32, h->arg0, 8);
+	rdmx_put_be(b + 40, h->arg1, 8);
+}
+
+/* True for the types whose `length` bytes follow the header. */
+static inline int rdmx_tcp_has_payload(uint8_t type)
+{
+	return type == RDMX_TCP_SEND || type == RDMX_TCP_WRITE ||
+	       type == RDMX_TCP_WRITE_IMM || type == RDMX_TCP_READ_RESP;
+}
+
+/*
+ * Decode and validate a header: version, type, reserved byte, length bound
+ * and the fields each type must leave zero. RDMX_ERR_PROTOCOL on any fault.
+ */
+static inline rdmx_status rdmx_tcp_hdr_unpack(const uint8_t b[RDMX_TCP_HDR_LEN],
+					      struct rdmx_tcp_hdr *h)
+{
+	h->version = b[0];
+	h->type = b[1];
+	h->op = b[2];
+	h->credits = (uint32_t)rdmx_get_be(b + 4, 4);
+	h->length = (uint32_t)rdmx_get_be(b + 8, 4);
+	h->rkey = (uint32_t)rdmx_get_be(b + 12, 4);
+	h->seq = rdmx_get_be(b + 16, 8);
+	h->addr = rdmx_get_be(b + 24, 8);
+	h->arg0 = rdmx_get_be(b + 32, 8);
+	h->arg1 = rdmx_get_be(b + 40, 8);
+	if (h->version != RDMX_TCP_PROTO_VERSION || b[3] || !h->type ||
+	    h->type > RDMX_TCP_TYPE_MAX || h->length > RDMX_TCP_MAX_MSG)
+		return RDMX_ERR_PROTOCOL;
+	if (!rdmx_tcp_has_payload(h->type) && h->type != RDMX_TCP_READ_REQ &&
+	    h->length)
+		return RDMX_ERR_PROTOCOL;
+	if (h->type == RDMX_TCP_ATOMIC_REQ && h->op != RDMX_TCP_FETCH_ADD &&
+	    h->op != RDMX_TCP_CMP_SWAP)
+		return RDMX_ERR_PROTOCOL;
+	if (h->type == RDMX_TCP_NAK && h->op != RDMX_TCP_NAK_ACCESS &&
+	    h->op != RDMX_TCP_NAK_LENGTH)
+		return RDMX_ERR_PROTOCOL;
+	return RDMX_OK;
+}
+
+#endif

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+const char *suite_transport(void)
+{
+	const char *t = getenv("RDMX_TRANSPORT");
+
+	return t && *t ? t : "tcp";
+}
+
+void side_open(struct side *side)
+{
+	assert_int_equal(rdmx_ctx_create(NULL, &side->ctx), RDMX_OK);
+	assert_int_equal(rdmx_cq_create(side->ctx, &side->cq), RDMX_OK);
+}
+
+void side_close(struct side *side)
+{
+	assert_int_equal(rdmx_cq_destroy(side->cq), RDMX_OK);
+	assert_int_equal(rdmx_ctx_destroy(side->ctx), RDMX_OK);
+}
+
+int side_listen(struct side *side, struct rdmx_listener **lst_p)
+{
+	assert_int_equal(rdmx_listen(side->ctx, "127.0.0.1:0", lst_p), RDMX_OK);
+	return rdmx_listener_port(*lst_p);
+}
+
+struct rdmx_conn *side_connect(struct side *side, int port)
+{
+	struct rdmx_conn_attr attr = { .cq = side->cq };
+	struct rdmx_conn *conn;
+	char addr[32];
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_int_equal(rdmx_connect(side->ctx, addr, &attr, T_TIMEOUT_MS,
+				      &conn), RDMX_OK);
+	return conn;
+}
+
+static void *pair_accept(void *arg)
+{
+	struct pair *p = arg;
+	struct rdmx_conn_attr attr = { .cq = p->s.cq };
+
+	if (rdmx_accept(p->lst, &attr, T_TIMEOUT_MS, &p->sconn))
+		p->sconn = NULL;
+	return NULL;
+}
+
+void pair_open(struct pair *p)
+{
+	struct rdmx_conn_info info;
+	pthread_t t;
+	int port;
+
+	memset(p, 0, sizeof(*p));
+	side_open(&p->s);
+	side_open(&p->c);
+	port = side_listen(&p->s, &p->lst);
+	assert_int_equal(pthread_create(&t, NULL, pair_accept, p), 0);
+	p->cconn = side_connect(&p->c, port);
+	pthread_join(t, NULL);
+	assert_non_null(p->sconn);
+	rdmx_conn_info(p->cconn, &info);
+	assert_string_equal(info.transport, suite_transport());
+}
+
+void pair_close(struct pair *p)
+{
+	rdmx_conn_close(p->cconn);
+	rdmx_conn_close(p->sconn);
+	rdmx_listener_close(p->lst);
+	side_close(&p->c);
+	side_close(&p->s);
+}
+
+void buf_alloc(struct side *side, struct buf *b, size_t len, unsigned access)
+{
+	b->len = len;
+	b->p = malloc(len ? len : 1);
+	assert_non_null(b->p);
+	memset(b->p, 0, len);
+	assert_int_equal(rdmx_mr_reg(side->ctx, b->p, len, access, &b->mr),
+			 RDMX_OK);
+}
+
+void buf_free(struct buf *b)
+{
+	assert_int_equal(rdmx_mr_dereg(b->mr), RDMX_OK);
+	free(b->p);
+}
+
+static uint8_t pattern_at(uint8_t seed, size_t i)
+{
+	return (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+void buf_fill(struct buf *b, uint8_t seed)
+{
+	for (size_t i = 0; i < b->len; i++)
+		b->p[i] = pattern_at(seed, i);
+}
+
+void assert_pattern(const uint8_t *p, size_t len, uint8_t seed, size_t off)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != pattern_at(seed, off + i))
+			fail_msg("byte %zu is 0x%02x, expected 0x%02x", i, p[i],
+				 pattern_at(seed, off + i));
+}
+
+struct rdmx_sge sge_of(struct buf *b, size_t off, size_t len)
+{
+	return (struct rdmx_sge){ .addr = b->p + off, .length = (uint32_t)len,
+				  .mr = b->mr };
+}
+
+struct rdmx_completion wait_wc(struct rdmx_cq *cq)
+{
+	struct rdmx_completion wc;
+	int n;
+
+	for (;;) {
+		n = rdmx_poll(cq, &wc, 1);
+		assert_true(n >= 0);
+		if (n == 1)
+			return wc;
+		if (rdmx_cq_wait(cq, T_TIMEOUT_MS) == RDMX_ERR_TIMEOUT)
+			fail_msg("no completion within %d ms", T_TIMEOUT_MS);
+	}
+}
+
+struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
+				 enum rdmx_opcode op)
+{
+	struct rdmx_completion wc = wait_wc(cq);
+
+	if (wc.status != st)
+		fail_msg("completion of wr_id %llu: status %d (%s), expected "
+			 "%d (%s)", (unsigned long long)wc.wr_id, wc.status,
+			 rdmx_strerror(wc.status), st, rdmx_strerror(st));
+	assert_int_equal(wc.opcode, op);
+	return wc;
+}
+
+struct rdmx_remote share_remote(struct pair *p, struct buf *b)
+{
+	struct buf sb, rb;
+	struct rdmx_sge s, r;
+	struct rdmx_remote rem, got;
+
+	buf_alloc(&p->s, &sb, RDMX_REMOTE_PACKED_LEN, 0);
+	buf_alloc(&p->c, &rb, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
+	rdmx_mr_remote(b->mr, &rem);
+	rdmx_remote_pack(&rem, sb.p);
+	r = sge_of(&rb, 0, rb.len);
+	s = sge_of(&sb, 0, sb.len);
+	assert_int_equal(rdmx_post_recv(p->cconn, &r, 1, 1), RDMX_OK);
+	assert_int_equal(rdmx_post_send(p->sconn, &s, 2), RDMX_OK);
+	expect_wc(p->c.cq, RDMX_OK, RDMX_OP_RECV);
+	expect_wc(p->s.cq, RDMX_OK, RDMX_OP_SEND);
+	assert_int_equal(rdmx_remote_unpack(rb.p, rb.len, &got), RDMX_OK);
+	assert_memory_equal(&got, &rem, sizeof(rem));
+	buf_free(&sb);
+	buf_free(&rb);
+	return got;
+}
+
+pid_t spawn(int (*fn)(void *), void *arg)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fn(arg));
+	return pid;
+}
+
+void reap_ok(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fail_msg("child %d ended with status 0x%x", pid, status);
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared setup for the conformance suite: connected pairs, buffers,
+ * completion waits and child processes. Every suite file runs unchanged
+ * over each transport; CTest picks the transport with RDMX_TRANSPORT.
+ */
+#ifndef RDMX_TEST_HARNESS_H
+#define RDMX_TEST_HARNESS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+
+#include "rdmx.h"
+
+#define T_TIMEOUT_MS 10000
+
+/* One side: a context with a cq. */
+struct side {
+	struct rdmx_ctx *ctx;
+	struct rdmx_cq *cq;
+};
+
+/* Two connected sides in this process (server = target, client = initiator). */
+struct pair {
+	struct side s, c;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *sconn, *cconn;
+};
+
+/* A registered buffer. */
+struct buf {
+	uint8_t *p;
+	size_t len;
+	struct rdmx_mr *mr;
+};
+
+void side_open(struct side *side);
+void side_close(struct side *side);
+/* Listen on 127.0.0.1, port 0; returns the port. */
+int side_listen(struct side *side, struct rdmx_listener **lst_p);
+struct rdmx_conn *side_connect(struct side *side, int port);
+
+void pair_open(struct pair *p);
+void pair_close(struct pair *p);
+
+void buf_alloc(struct side *side, struct buf *b, size_t len, unsigned access);
+void buf_free(struct buf *b);
+void buf_fill(struct buf *b, uint8_t seed);
+/* Assert @len bytes at @p follow the pattern of seed, starting at @off. */
+void assert_pattern(const uint8_t *p, size_t len, uint8_t seed, size_t off);
+
+struct rdmx_sge sge_of(struct buf *b, size_t off, size_t len);
+
+/* Wait for one completion (fails the test after T_TIMEOUT_MS). */
+struct rdmx_completion wait_wc(struct rdmx_cq *cq);
+/* Wait for one completion and check its status and opcode. */
+struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
+				 enum rdmx_opcode op);
+
+/* Exchange a registration's descriptor over SEND/RECV (server -> client). */
+struct rdmx_remote share_remote(struct pair *p, struct buf *b);
+
+/* Run fn in a child process; returns its pid. */
+pid_t spawn(int (*fn)(void *), void *arg);
+/* Wait for @pid; assert it exited 0. */
+void reap_ok(pid_t pid);
+
+/* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
+const char *suite_transport(void);
+
+/* Print a skip reason the way the suite reports it and skip. */
+#define suite_skip(...)                                                        \
+	do {                                                                   \
+		print_message("skip: " __VA_ARGS__);                           \
+		print_message("\n");                                           \
+		skip();                                                        \
+	} while (0)
+
+#endif

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: RDMA WRITE, WRITE-with-immediate and READ, bytes checked. */
+#include <string.h>
+
+#include "harness.h"
+
+static const size_t sizes[] = { 0, 1, 4095, 4096, 4097, 1 << 20, 16 << 20 };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+#define OFF 100 /* a remote offset that is not page aligned */
+
+static void test_write_sizes(void **state)
+{
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &src, (16 << 20), 0);
+	buf_alloc(&p.s, &dst, (16 << 20) + 2 * OFF,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	rem = share_remote(&p, &dst);
+	for (size_t i = 0; i < NSIZES; i++) {
+		struct rdmx_sge s = sge_of(&src, 0, sizes[i]);
+
+		buf_fill(&src, (uint8_t)(i + 1));
+		memset(dst.p, 0xee, dst.len);
+		assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr + OFF,
+						 rem.rkey, i), RDMX_OK);
+		/* Completed means placed: the target's bytes are there now. */
+		expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+		assert_pattern(dst.p + OFF, sizes[i], (uint8_t)(i + 1), 0);
+		assert_int_equal(dst.p[OFF - 1], 0xee);
+		assert_int_equal(dst.p[OFF + sizes[i]], 0xee);
+	}
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+static void test_read_sizes(void **state)
+{
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.s, &src, (16 << 20) + 2 * OFF, RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&p.c, &dst, (16 << 20) + 1, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&src, 42);
+	rem = share_remote(&p, &src);
+	for (size_t i = 0; i < NSIZES; i++) {
+		struct rdmx_sge d = sge_of(&dst, 0, sizes[i]);
+
+		memset(dst.p, 0xee, dst.len);
+		assert_int_equal(rdmx_post_read(p.cconn, &d, rem.addr + OFF,
+						rem.rkey, i), RDMX_OK);
+		expect_wc(p.c.cq, RDMX_OK, RDMX_OP_READ);
+		assert_pattern(dst.p, sizes[i], 42, OFF);
+		assert_int_equal(dst.p[sizes[i]], 0xee);
+	}
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+static void test_write_imm_consumes_recv(void **state)
+{
+	struct pair p;
+	struct buf src, dst, rbuf;
+	struct rdmx_remote rem;
+	struct rdmx_sge s, r;
+	struct rdmx_completion wc;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &src, 5000, 0);
+	buf_alloc(&p.s, &dst, 5000,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&p.s, &rbuf, 16, RDMX_ACCESS_LOCAL_WRITE);
+	rem = share_remote(&p, &dst);
+	buf_fill(&src, 77);
+	s = sge_of(&src, 0, 5000);
+	r = sge_of(&rbuf, 0, 16);
+	assert_int_equal(rdmx_post_recv(p.sconn, &r, 1, 10), RDMX_OK);
+	assert_int_equal(rdmx_post_write_imm(p.cconn, &s, rem.addr, rem.rkey,
+					     0xdeadbeef, 11), RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE_IMM);
+	wc = expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV_IMM);
+	assert_int_equal(wc.wr_id, 10);
+	assert_int_equal(wc.imm, 0xdeadbeef);
+	assert_int_equal(wc.byte_len, 5000);
+	assert_pattern(dst.p, 5000, 77, 0);
+	buf_free(&src);
+	buf_free(&dst);
+	buf_free(&rbuf);
+	pair_close(&p);
+}
+
+static void test_ops_complete_in_order(void **state)
+{
+	enum { N = 300 };
+	struct pair p;
+	struct buf src, dst, rd;
+	struct rdmx_remote rem;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &src, 4096, 0);
+	buf_alloc(&p.c, &rd, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE |
+		  RDMX_ACCESS_REMOTE_WRITE | RDMX_ACCESS_REMOTE_READ);
+	rem = share_remote(&p, &dst);
+	/* Mixed WRITEs and READs: completions come back in posting order. */
+	for (int i = 0; i < N; i++) {
+		struct rdmx_sge s = sge_of(i % 2 ? &rd : &src, 0, 1 + i * 13);
+
+		if (i % 2)
+			assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr,
+							rem.rkey, i), RDMX_OK);
+		else
+			assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr,
+							 rem.rkey, i), RDMX_OK);
+	}
+	for (int i = 0; i < N; i++) {
+		struct rdmx_completion wc = wait_wc(p.c.cq);
+
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_int_equal(wc.wr_id, i);
+	}
+	buf_free(&src);
+	buf_free(&rd);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_write_sizes),
+		cmocka_unit_test(test_read_sizes),
+		cmocka_unit_test(test_write_imm_consumes_recv),
+		cmocka_unit_test(test_ops_complete_in_order),
+	};
+
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+}
