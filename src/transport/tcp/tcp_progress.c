@@ -40,8 +40,8 @@ static void rdmx_tcp_lost(struct rdmx_tcp_conn *c, ssize_t n)
 	rdmx_tcp_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
 
-/* Read more into the staging buffer: 1 got bytes, 0 would block, -1 dead. */
-static int rdmx_tcp_rx_fill(struct rdmx_tcp_conn *c)
+/* Read more into the staging buffer: bytes read, 0 would block, -1 dead. */
+static ssize_t rdmx_tcp_rx_fill(struct rdmx_tcp_conn *c)
 {
 	ssize_t n;
 
@@ -52,14 +52,14 @@ static int rdmx_tcp_rx_fill(struct rdmx_tcp_conn *c)
 		c->rx_len -= c->rx_pos;
 		c->rx_pos = 0;
 	}
-	n = recv(c->fd, c->rxbuf + c->rx_len, sizeof(c->rxbuf) - c->rx_len,
-		 MSG_DONTWAIT);
+	do {
+		n = recv(c->fd, c->rxbuf + c->rx_len,
+			 sizeof(c->rxbuf) - c->rx_len, MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
 	if (n > 0) {
 		c->rx_len += (size_t)n;
-		return 1;
+		return n;
 	}
-	if (n < 0 && errno == EINTR)
-		return 1;
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
 	rdmx_tcp_lost(c, n);
@@ -397,58 +397,73 @@ static void rdmx_tcp_rx_done(struct rdmx_tcp_conn *c)
 	}
 }
 
-/* Place payload bytes: from staging, or straight from the socket. */
-static int rdmx_tcp_rx_payload(struct rdmx_tcp_conn *c)
+/* Place staged payload bytes; returns how many. */
+static size_t rdmx_tcp_rx_staged(struct rdmx_tcp_conn *c)
 {
-	size_t avail = c->rx_len - c->rx_pos;
+	size_t n = c->rx_len - c->rx_pos;
+
+	if (n > c->rx_left)
+		n = (size_t)c->rx_left;
+	rdmx_tcp_rx_consume(c, c->rxbuf + c->rx_pos, n);
+	c->rx_pos += n;
+	return n;
+}
+
+/*
+ * Read payload from the socket: straight into its destination when large,
+ * else through staging. Returns bytes read, 0 would block, -1 dead.
+ */
+static ssize_t rdmx_tcp_rx_read(struct rdmx_tcp_conn *c)
+{
 	ssize_t n;
 
-	if (avail) {
-		n = (ssize_t)(avail < c->rx_left ? avail : c->rx_left);
-		rdmx_tcp_rx_consume(c, c->rxbuf + c->rx_pos, (size_t)n);
-		c->rx_pos += (size_t)n;
-		return (int)n;
-	}
 	if (c->rx_left < RDMX_TCP_DIRECT_MIN || c->rx_iov_i == c->rx_niov)
-		return rdmx_tcp_rx_fill(c) > 0 ? 1 : -1;
+		return rdmx_tcp_rx_fill(c);
 	/* The destination list holds exactly rx_left bytes: no over-read. */
-	n = readv(c->fd, c->rx_iov + c->rx_iov_i, c->rx_niov - c->rx_iov_i);
+	do {
+		n = readv(c->fd, c->rx_iov + c->rx_iov_i,
+			  c->rx_niov - c->rx_iov_i);
+	} while (n < 0 && errno == EINTR);
 	if (n > 0) {
 		rdmx_tcp_rx_consume(c, NULL, (size_t)n);
-		return (int)n;
+		return n;
 	}
-	if (n < 0 && errno == EINTR)
-		return 1;
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return -1;
+		return 0;
 	rdmx_tcp_lost(c, n);
 	return -1;
 }
 
 void rdmx_tcp_rx_progress(struct rdmx_tcp_conn *c)
 {
-	size_t budget = RDMX_TCP_RX_BUDGET;
-	int n;
+	ssize_t budget = RDMX_TCP_RX_BUDGET, n;
 
-	while (!c->dead && budget) {
-		if (c->rx_in_payload) {
-			if (!c->rx_left) {
-				rdmx_tcp_rx_done(c);
-				continue;
-			}
-			n = rdmx_tcp_rx_payload(c);
-			if (n < 0)
-				break;
-			budget -= (size_t)n < budget ? (size_t)n : budget;
+	/*
+	 * The budget bounds only what is read from the socket. Bytes already
+	 * staged are always processed: epoll will not fire for them again.
+	 */
+	while (!c->dead) {
+		if (c->rx_in_payload && !c->rx_left) {
+			rdmx_tcp_rx_done(c);
 			continue;
 		}
-		if (c->rx_len - c->rx_pos < RDMX_TCP_HDR_LEN) {
-			if (rdmx_tcp_rx_fill(c) <= 0)
-				break;
+		if (c->rx_in_payload && c->rx_pos < c->rx_len) {
+			rdmx_tcp_rx_staged(c);
 			continue;
 		}
-		c->rx_pos += RDMX_TCP_HDR_LEN;
-		rdmx_tcp_rx_header(c, c->rxbuf + c->rx_pos - RDMX_TCP_HDR_LEN);
+		if (!c->rx_in_payload &&
+		    c->rx_len - c->rx_pos >= RDMX_TCP_HDR_LEN) {
+			c->rx_pos += RDMX_TCP_HDR_LEN;
+			rdmx_tcp_rx_header(c, c->rxbuf + c->rx_pos -
+						      RDMX_TCP_HDR_LEN);
+			continue;
+		}
+		if (budget <= 0)
+			break;
+		n = c->rx_in_payload ? rdmx_tcp_rx_read(c) : rdmx_tcp_rx_fill(c);
+		if (n <= 0)
+			break;
+		budget -= n;
 	}
 	/* Send the answers and grants this produced, and what credits allow. */
 	rdmx_tcp_tx_progress(c);

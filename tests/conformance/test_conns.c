@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: 64 concurrent connections between two processes. */
+#include <string.h>
+
+#include "harness.h"
+
+enum { NCONN = 64 };
+
+static int client(void *arg)
+{
+	int port = *(int *)arg;
+	struct side c;
+	struct rdmx_conn *conns[NCONN];
+	struct buf out, in;
+	int got = 0;
+
+	side_open(&c);
+	buf_alloc(&c, &out, NCONN * 8, 0);
+	buf_alloc(&c, &in, NCONN * 8, RDMX_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < NCONN; i++) {
+		struct rdmx_sge r = sge_of(&in, i * 8, 8);
+
+		conns[i] = side_connect(&c, port);
+		if (rdmx_post_recv(conns[i], &r, 1, 1000 + i))
+			return 1;
+	}
+	/* All open at once: send each its index, expect twice it back. */
+	for (uint64_t i = 0; i < NCONN; i++) {
+		struct rdmx_sge s = sge_of(&out, i * 8, 8);
+
+		memcpy(s.addr, &i, 8);
+		if (rdmx_post_send(conns[i], &s, i))
+			return 2;
+	}
+	while (got < 2 * NCONN) {
+		struct rdmx_completion wc = wait_wc(c.cq);
+
+		if (wc.status)
+			return 3;
+		if (wc.opcode == RDMX_OP_RECV) {
+			uint64_t i = wc.wr_id - 1000, v;
+
+			memcpy(&v, in.p + i * 8, 8);
+			if (wc.conn != conns[i] || v != 2 * i)
+				return 4;
+		}
+		got++;
+	}
+	for (int i = 0; i < NCONN; i++)
+		rdmx_conn_close(conns[i]);
+	buf_free(&out);
+	buf_free(&in);
+	side_close(&c);
+	return 0;
+}
+
+static void test_conn_64_concurrent(void **state)
+{
+	struct side s;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conns[NCONN];
+	struct buf in, out;
+	int port, got = 0;
+	pid_t pid;
+
+	(void)state;
+	side_open(&s);
+	port = side_listen(&s, &lst);
+	pid = spawn(client, &port);
+	buf_alloc(&s, &in, NCONN * 8, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&s, &out, NCONN * 8, 0);
+	for (uintptr_t i = 0; i < NCONN; i++) {
+		struct rdmx_conn_attr attr = { .mask = RDMX_CONN_ATTR_USER_CTX,
+					       .cq = s.cq, .user_ctx = (void *)i };
+		struct rdmx_sge r = sge_of(&in, i * 8, 8);
+
+		assert_int_equal(rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conns[i]),
+				 RDMX_OK);
+		assert_int_equal(rdmx_post_recv(conns[i], &r, 1, i), RDMX_OK);
+	}
+	while (got < NCONN) {
+		struct rdmx_completion wc = wait_wc(s.cq);
+		uintptr_t i = (uintptr_t)rdmx_conn_user_ctx(wc.conn);
+		uint64_t v;
+
+		if (wc.opcode != RDMX_OP_RECV)
+			continue;
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_int_equal(wc.wr_id, i);
+		memcpy(&v, in.p + i * 8, 8);
+		assert_int_equal(v, i); /* accept order is connect order */
+		v *= 2;
+		memcpy(out.p + i * 8, &v, 8);
+		struct rdmx_sge sg = sge_of(&out, i * 8, 8);
+
+		assert_int_equal(rdmx_post_send(conns[i], &sg, 500 + i), RDMX_OK);
+		got++;
+	}
+	reap_ok(pid);
+	for (int i = 0; i < NCONN; i++)
+		rdmx_conn_close(conns[i]);
+	buf_free(&in);
+	buf_free(&out);
+	rdmx_listener_close(lst);
+	side_close(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conn_64_concurrent),
+	};
+
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+}

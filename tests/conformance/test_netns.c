@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: two hosts: network namespaces joined by a veth pair the test creates. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char ns_a[32], ns_b[32], ip_a[32], ip_b[32];
+static const int port = 18599;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void enter(const char *ns)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/var/run/netns/%s", ns);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		_exit(10);
+	close(fd);
+}
+
+/* Host A: serve one client; expose a buffer; wait for its SEND. */
+static int host_a(void *arg)
+{
+	struct side s;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn;
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn_info info;
+	struct buf mem, desc, in;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	char addr[64];
+
+	(void)arg;
+	enter(ns_a);
+	side_open(&s);
+	snprintf(addr, sizeof(addr), "%s:%d", ip_a, port);
+	if (rdmx_listen(s.ctx, addr, &lst))
+		return 1;
+	attr = (struct rdmx_conn_attr){ .cq = s.cq };
+	if (rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conn))
+		return 2;
+	rdmx_conn_info(conn, &info);
+	if (strncmp(info.peer_addr, ip_b, strlen(ip_b)))
+		return 3;
+	buf_alloc(&s, &mem, 1 << 20, RDMX_ACCESS_LOCAL_WRITE |
+		  RDMX_ACCESS_REMOTE_WRITE | RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&s, &desc, RDMX_REMOTE_PACKED_LEN, 0);
+	buf_alloc(&s, &in, 8, RDMX_ACCESS_LOCAL_WRITE);
+	rdmx_mr_remote(mem.mr, &rem);
+	rdmx_remote_pack(&rem, desc.p);
+	sg = sge_of(&in, 0, 8);
+	if (rdmx_post_recv(conn, &sg, 1, 1))
+		return 4;
+	sg = sge_of(&desc, 0, desc.len);
+	if (rdmx_post_send(conn, &sg, 2) || wait_wc(s.cq).status)
+		return 5;
+	if (wait_wc(s.cq).status) /* B's "done" */
+		return 6;
+	assert_pattern(mem.p, 1 << 20, 33, 0);
+	rdmx_conn_close(conn);
+	buf_free(&mem);
+	buf_free(&desc);
+	buf_free(&in);
+	rdmx_listener_close(lst);
+	side_close(&s);
+	return 0;
+}
+
+/* Host B: WRITE 1 MiB into A, READ it back, say done. */
+static int host_b(void *arg)
+{
+	struct side c;
+	struct rdmx_conn *conn = NULL;
+	struct rdmx_conn_attr attr;
+	struct buf src, back, desc;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	char addr[64];
+
+	(void)arg;
+	enter(ns_b);
+	side_open(&c);
+	snprintf(addr, sizeof(addr), "%s:%d", ip_a, port);
+	attr = (struct rdmx_conn_attr){ .cq = c.cq };
+	for (int i = 0; i < 100 && !conn; i++) /* until A listens */
+		if (rdmx_connect(c.ctx, addr, &attr, 1000, &conn))
+			usleep(50 * 1000);
+	if (!conn)
+		return 1;
+	buf_alloc(&c, &src, 1 << 20, 0);
+	buf_alloc(&c, &back, 1 << 20, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
+	sg = sge_of(&desc, 0, desc.len);
+	if (rdmx_post_recv(conn, &sg, 1, 1) || wait_wc(c.cq).status ||
+	    rdmx_remote_unpack(desc.p, desc.len, &rem))
+		return 2;
+	buf_fill(&src, 33);
+	sg = sge_of(&src, 0, src.len);
+	if (rdmx_post_write(conn, &sg, rem.addr, rem.rkey, 2) ||
+	    wait_wc(c.cq).status)
+		return 3;
+	sg = sge_of(&back, 0, back.len);
+	if (rdmx_post_read(conn, &sg, rem.addr, rem.rkey, 3) ||
+	    wait_wc(c.cq).status)
+		return 4;
+	if (memcmp(back.p, src.p, src.len))
+		return 5;
+	sg = sge_of(&src, 0, 8);
+	if (rdmx_post_send(conn, &sg, 4) || wait_wc(c.cq).status)
+		return 6;
+	rdmx_conn_close(conn);
+	buf_free(&src);
+	buf_free(&back);
+	buf_free(&desc);
+	side_close(&c);
+	return 0;
+}
+
+static void cleanup(void)
+{
+	sh("ip netns del %s 2>/dev/null", ns_a);
+	sh("ip netns del %s 2>/dev/null", ns_b);
+}
+
+static void test_conn_across_namespaces(void **state)
+{
+	int id = getpid() % 250;
+	pid_t a, b;
+
+	(void)state;
+	if (geteuid() != 0)
+		suite_skip("network namespaces need root");
+	snprintf(ns_a, sizeof(ns_a), "rdmx-a-%d", getpid());
+	snprintf(ns_b, sizeof(ns_b), "rdmx-b-%d", getpid());
+	snprintf(ip_a, sizeof(ip_a), "10.213.%d.1", id);
+	snprintf(ip_b, sizeof(ip_b), "10.213.%d.2", id);
+	if (sh("ip netns add %s && ip netns add %s", ns_a, ns_b)) {
+		cleanup();
+		suite_skip("cannot create network namespaces (ip netns add)");
+	}
+	if (sh("ip link add rxa%d netns %s type veth peer name rxb%d netns %s"
+	       " && ip -n %s addr add %s/24 dev rxa%d && ip -n %s link set rxa%d up"
+	       " && ip -n %s addr add %s/24 dev rxb%d && ip -n %s link set rxb%d up"
+	       " && ip -n %s link set lo up && ip -n %s link set lo up",
+	       id, ns_a, id, ns_b, ns_a, ip_a, id, ns_a, id, ns_b, ip_b, id,
+	       ns_b, id, ns_a, ns_b)) {
+		cleanup();
+		suite_skip("cannot create a veth pair between namespaces");
+	}
+	a = spawn(host_a, NULL);
+	b = spawn(host_b, NULL);
+	reap_ok(b);
+	reap_ok(a);
+	cleanup();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conn_across_namespaces),
+	};
+
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+}

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: a peer killed or closed: every posted request completes, within 2 s. */
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+enum { WRITES = 64, CHUNK = 1 << 20 };
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct child_arg {
+	int port;
+	bool initiator; /* write into the parent forever, else just serve */
+};
+
+/* A child that shares a registration (or writes forever) until killed. */
+static int doomed_peer(void *arg)
+{
+	struct child_arg *a = arg;
+	struct side c;
+	struct rdmx_conn *conn;
+	struct buf big, desc;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+
+	side_open(&c);
+	conn = side_connect(&c, a->port);
+	buf_alloc(&c, &big, WRITES * CHUNK, RDMX_ACCESS_LOCAL_WRITE |
+		  RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
+	rdmx_mr_remote(big.mr, &rem);
+	rdmx_remote_pack(&rem, desc.p);
+	s = sge_of(&desc, 0, desc.len);
+	if (!a->initiator) {
+		if (rdmx_post_send(conn, &s, 0) || wait_wc(c.cq).status)
+			return 1;
+		for (;;)
+			pause();
+	}
+	/* Learn the parent's buffer, then keep 1 MiB WRITEs going. */
+	if (rdmx_post_recv(conn, &s, 1, 0) || wait_wc(c.cq).status ||
+	    rdmx_remote_unpack(desc.p, desc.len, &rem))
+		return 2;
+	s = sge_of(&big, 0, CHUNK);
+	for (uint64_t i = 0;; i++) {
+		while (rdmx_post_write(conn, &s, rem.addr, rem.rkey, i) ==
+		       RDMX_ERR_AGAIN)
+			wait_wc(c.cq);
+		if (i >= 8)
+			wait_wc(c.cq);
+	}
+}
+
+struct rig {
+	struct side s;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn;
+	struct child_arg a;
+	pid_t pid;
+};
+
+static void rig_open(struct rig *r, bool child_writes)
+{
+	struct rdmx_conn_attr attr;
+
+	side_open(&r->s);
+	r->a.port = side_listen(&r->s, &r->lst);
+	r->a.initiator = child_writes;
+	r->pid = spawn(doomed_peer, &r->a);
+	attr = (struct rdmx_conn_attr){ .cq = r->s.cq };
+	assert_int_equal(rdmx_accept(r->lst, &attr, T_TIMEOUT_MS, &r->conn),
+			 RDMX_OK);
+}
+
+static void rig_kill(struct rig *r)
+{
+	int status;
+
+	kill(r->pid, SIGKILL);
+	waitpid(r->pid, &status, 0);
+}
+
+static void rig_close(struct rig *r)
+{
+	struct buf b;
+	struct rdmx_sge s;
+
+	/* The dead connection takes no new work. */
+	buf_alloc(&r->s, &b, 8, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&b, 0, 8);
+	assert_int_equal(rdmx_post_send(r->conn, &s, 99), RDMX_ERR_CONN_LOST);
+	assert_int_equal(rdmx_post_recv(r->conn, &s, 1, 99), RDMX_ERR_CONN_LOST);
+	buf_free(&b);
+	rdmx_conn_close(r->conn);
+	rdmx_listener_close(r->lst);
+	side_close(&r->s);
+}
+
+static void test_conn_target_killed_mid_write(void **state)
+{
+	struct rig r;
+	struct buf src, desc, rb;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	int ok = 0, lost = 0;
+	double t0;
+
+	(void)state;
+	rig_open(&r, false);
+	buf_alloc(&r.s, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&r.s, &src, CHUNK, 0);
+	buf_alloc(&r.s, &rb, 64, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&desc, 0, desc.len);
+	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 0), RDMX_OK);
+	expect_wc(r.s.cq, RDMX_OK, RDMX_OP_RECV);
+	assert_int_equal(rdmx_remote_unpack(desc.p, desc.len, &rem), RDMX_OK);
+
+	s = sge_of(&rb, 0, 64);
+	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 1000), RDMX_OK);
+	s = sge_of(&src, 0, CHUNK);
+	for (int i = 0; i < WRITES; i++)
+		assert_int_equal(rdmx_post_write(r.conn, &s, rem.addr + (uint64_t)i * CHUNK,
+						 rem.rkey, i), RDMX_OK);
+	expect_wc(r.s.cq, RDMX_OK, RDMX_OP_WRITE);
+	ok = 1;
+	rig_kill(&r);
+	t0 = now_s();
+	/* Every request still posted completes, in order, within 2 s. */
+	for (int n = 1; n < WRITES + 1; n++) {
+		struct rdmx_completion wc = wait_wc(r.s.cq);
+
+		if (wc.opcode == RDMX_OP_RECV) {
+			assert_int_equal(wc.status, RDMX_ERR_CONN_LOST);
+			continue;
+		}
+		assert_int_equal(wc.wr_id, ok + lost);
+		if (wc.status == RDMX_OK) {
+			assert_int_equal(lost, 0);
+			ok++;
+		} else {
+			assert_int_equal(wc.status, RDMX_ERR_CONN_LOST);
+			lost++;
+		}
+	}
+	assert_true(now_s() - t0 < 2.0);
+	assert_int_equal(ok + lost, WRITES);
+	print_message("killed with %d of %d writes placed, %d flushed\n", ok,
+		      WRITES, lost);
+	buf_free(&src);
+	buf_free(&desc);
+	buf_free(&rb);
+	rig_close(&r);
+}
+
+static void test_conn_initiator_killed_mid_write(void **state)
+{
+	struct rig r;
+	struct buf big, desc, rb;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+	double t0;
+
+	(void)state;
+	rig_open(&r, true);
+	buf_alloc(&r.s, &big, CHUNK, RDMX_ACCESS_LOCAL_WRITE |
+		  RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&r.s, &desc, RDMX_REMOTE_PACKED_LEN, 0);
+	buf_alloc(&r.s, &rb, 64, RDMX_ACCESS_LOCAL_WRITE);
+	rdmx_mr_remote(big.mr, &rem);
+	rdmx_remote_pack(&rem, desc.p);
+	s = sge_of(&desc, 0, desc.len);
+	assert_int_equal(rdmx_post_send(r.conn, &s, 0), RDMX_OK);
+	expect_wc(r.s.cq, RDMX_OK, RDMX_OP_SEND);
+	s = sge_of(&rb, 0, 64);
+	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 1), RDMX_OK);
+	/* Let the child's WRITEs stream, then kill it mid-frame. */
+	usleep(200 * 1000);
+	rig_kill(&r);
+	t0 = now_s();
+	wc = expect_wc(r.s.cq, RDMX_ERR_CONN_LOST, RDMX_OP_RECV);
+	assert_int_equal(wc.wr_id, 1);
+	assert_true(now_s() - t0 < 2.0);
+	buf_free(&big);
+	buf_free(&desc);
+	buf_free(&rb);
+	rig_close(&r);
+}
+
+static void test_conn_close_flushes(void **state)
+{
+	struct pair p;
+	struct buf cb, sb;
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &cb, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &sb, 64, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&sb, 0, 64);
+	assert_int_equal(rdmx_post_recv(p.sconn, &s, 1, 5), RDMX_OK);
+	s = sge_of(&cb, 0, 64);
+	assert_int_equal(rdmx_post_recv(p.cconn, &s, 1, 6), RDMX_OK);
+	assert_int_equal(rdmx_post_recv(p.cconn, &s, 1, 7), RDMX_OK);
+	rdmx_conn_close(p.cconn);
+	/* Our own posted work: flushed into the cq before close returns. */
+	assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 6);
+	assert_int_equal(wc.status, RDMX_ERR_FLUSHED);
+	assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 7);
+	/* The peer's: connection lost. */
+	wc = expect_wc(p.s.cq, RDMX_ERR_CONN_LOST, RDMX_OP_RECV);
+	assert_int_equal(wc.wr_id, 5);
+	p.cconn = NULL;
+	buf_free(&cb);
+	buf_free(&sb);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conn_target_killed_mid_write),
+		cmocka_unit_test(test_conn_initiator_killed_mid_write),
+		cmocka_unit_test(test_conn_close_flushes),
+	};
+
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+}
