@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: config defaults, YAML file, RDMX_* overrides and bad values. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "config.h"
+
+static char path[64];
+
+static void write_yaml(const char *text)
+{
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/rdmx-test-%d.yaml", getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(path);
+	unsetenv("RDMX_TCP_TX_DEPTH");
+	unsetenv("RDMX_PROGRESS_WAIT_SPIN");
+	unsetenv("RDMX_CONFIG");
+	return 0;
+}
+
+static void test_config_defaults(void **state)
+{
+	struct rdmx_config cfg;
+
+	(void)state;
+	assert_int_equal(rdmx_config_load(NULL, &cfg, NULL), RDMX_OK);
+	assert_int_equal(cfg.tcp_tx_depth, 1024);
+	assert_int_equal(cfg.tcp_user_timeout_ms, 2000);
+	assert_int_equal(cfg.progress_wait_spin_us, 20);
+	assert_true(cfg.progress_thread);
+	assert_string_equal(cfg.transport, "auto");
+}
+
+static void test_config_yaml_then_env(void **state)
+{
+	struct rdmx_config cfg;
+	enum rdmx_config_source src[32];
+
+	(void)state;
+	write_yaml("# rdmx\ntcp:\n  tx_depth: 4k\n  user_timeout: 1500ms\n"
+		   "progress:\n  thread: off\n  wait_spin: 1ms\n"
+		   "log.level: error\n");
+	assert_int_equal(rdmx_config_load(path, &cfg, src), RDMX_OK);
+	assert_int_equal(cfg.tcp_tx_depth, 4096);
+	assert_int_equal(cfg.tcp_user_timeout_ms, 1500);
+	assert_int_equal(cfg.progress_wait_spin_us, 1000);
+	assert_false(cfg.progress_thread);
+	/* The environment wins over the file. */
+	setenv("RDMX_TCP_TX_DEPTH", "77", 1);
+	assert_int_equal(rdmx_config_load(path, &cfg, src), RDMX_OK);
+	assert_int_equal(cfg.tcp_tx_depth, 77);
+	for (int i = 0; i < rdmx_config_rows(); i++) {
+		const char *key, *dfl, *doc;
+		char val[64], env[64];
+
+		rdmx_config_describe(&cfg, i, &key, val, sizeof(val), &dfl,
+				     &doc, env, sizeof(env));
+		if (!strcmp(key, "tcp.tx_depth")) {
+			assert_int_equal(src[i], RDMX_CONFIG_ENV);
+			assert_string_equal(env, "RDMX_TCP_TX_DEPTH");
+			assert_string_equal(val, "77");
+		}
+		if (!strcmp(key, "tcp.user_timeout"))
+			assert_int_equal(src[i], RDMX_CONFIG_FILE);
+		if (!strcmp(key, "tcp.rx_depth"))
+			assert_int_equal(src[i], RDMX_CONFIG_DEFAULT);
+	}
+}
+
+static void test_config_bad_values_fail(void **state)
+{
+	struct rdmx_config cfg;
+	struct rdmx_ctx *ctx = NULL;
+
+	(void)state;
+	setenv("RDMX_TCP_TX_DEPTH", "lots", 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
+	assert_null(ctx);
+	setenv("RDMX_TCP_TX_DEPTH", "0", 1); /* below the bound */
+	assert_int_equal(rdmx_config_load(NULL, &cfg, NULL), RDMX_ERR_CONFIG);
+	unsetenv("RDMX_TCP_TX_DEPTH");
+	write_yaml("tcp:\n  tx_dept: 5\n"); /* misspelt key */
+	assert_int_equal(rdmx_config_load(path, &cfg, NULL), RDMX_ERR_CONFIG);
+	write_yaml("transport: carrier-pigeon\n");
+	assert_int_equal(rdmx_config_load(path, &cfg, NULL), RDMX_ERR_CONFIG);
+	write_yaml("tcp: [1, 2\n"); /* not YAML */
+	assert_int_equal(rdmx_config_load(path, &cfg, NULL), RDMX_ERR_CONFIG);
+	assert_int_equal(rdmx_config_load("/nonexistent/rdmx.yaml", &cfg, NULL),
+			 RDMX_ERR_CONFIG);
+	setenv("RDMX_CONFIG", "/nonexistent/rdmx.yaml", 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
+}
+
+static void test_config_units(void **state)
+{
+	uint64_t v;
+
+	(void)state;
+	assert_int_equal(rdmx_config_parse_size("4k", &v), RDMX_OK);
+	assert_int_equal(v, 4096);
+	assert_int_equal(rdmx_config_parse_size("2MB", &v), RDMX_OK);
+	assert_int_equal(v, 2 << 20);
+	assert_int_equal(rdmx_config_parse_size("-1", &v), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_config_parse_size("4q", &v), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_config_parse_size("99999999999999999999", &v),
+			 RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_config_parse_time("2s", 1000, &v), RDMX_OK);
+	assert_int_equal(v, 2000);
+	assert_int_equal(rdmx_config_parse_time("250", 1000, &v), RDMX_OK);
+	assert_int_equal(v, 250);
+	assert_int_equal(rdmx_config_parse_time("5us", 1, &v), RDMX_OK);
+	assert_int_equal(v, 5);
+	assert_int_equal(rdmx_config_parse_time("", 1, &v), RDMX_ERR_INVALID);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_config_defaults, teardown),
+		cmocka_unit_test_teardown(test_config_yaml_then_env, teardown),
+		cmocka_unit_test_teardown(test_config_bad_values_fail, teardown),
+		cmocka_unit_test_teardown(test_config_units, teardown),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: the tcp frame header, handshake messages and packed descriptors. */
+#include <string.h>
+
+#include "harness.h"
+#include "handshake_proto.h"
+#include "tcp_proto.h"
+
+static void test_tcp_hdr_round_trip(void **state)
+{
+	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_ATOMIC_REQ,
+				  .op = RDMX_TCP_CMP_SWAP, .credits = 3,
+				  .rkey = 0xabcdef01, .seq = 1ull << 40,
+				  .addr = 0x1122334455667788ull, .arg0 = 5,
+				  .arg1 = ~0ull },
+			     g;
+	uint8_t b[RDMX_TCP_HDR_LEN];
+
+	(void)state;
+	rdmx_tcp_hdr_pack(&h, b);
+	assert_int_equal(b[0], RDMX_TCP_PROTO_VERSION);
+	assert_int_equal(b[16], 0); /* big-endian seq */
+	assert_int_equal(b[18], 1);
+	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_OK);
+	assert_int_equal(g.type, h.type);
+	assert_int_equal(g.op, h.op);
+	assert_int_equal(g.credits, 3);
+	assert_int_equal(g.rkey, h.rkey);
+	assert_int_equal(g.seq, h.seq);
+	assert_int_equal(g.addr, h.addr);
+	assert_int_equal(g.arg0, 5);
+	assert_int_equal(g.arg1, ~0ull);
+}
+
+static void test_tcp_hdr_rejects_bad_frames(void **state)
+{
+	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_WRITE, .length = 10 }, g;
+	uint8_t b[RDMX_TCP_HDR_LEN], bad[RDMX_TCP_HDR_LEN];
+
+	(void)state;
+	rdmx_tcp_hdr_pack(&h, b);
+	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_OK);
+	memcpy(bad, b, sizeof(b));
+	bad[0] = 2; /* version */
+	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	memcpy(bad, b, sizeof(b));
+	bad[1] = RDMX_TCP_TYPE_MAX + 1;
+	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	memcpy(bad, b, sizeof(b));
+	bad[3] = 1; /* reserved */
+	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	memcpy(bad, b, sizeof(b));
+	bad[8] = 0x80; /* length 2^31 + 10 */
+	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	h = (struct rdmx_tcp_hdr){ .type = RDMX_TCP_ACK, .length = 1 };
+	rdmx_tcp_hdr_pack(&h, b); /* an ACK carries no payload */
+	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+	h = (struct rdmx_tcp_hdr){ .type = RDMX_TCP_ATOMIC_REQ, .op = 9 };
+	rdmx_tcp_hdr_pack(&h, b);
+	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+}
+
+static void test_hs_round_trip(void **state)
+{
+	struct rdmx_hs_msg m = { .version = RDMX_HS_VERSION,
+				 .type = RDMX_HS_WELCOME, .flags = 1,
+				 .code = 4, .transport = 2,
+				 .transports = 5 },
+			   g;
+	uint8_t b[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY];
+	size_t n, blen;
+
+	(void)state;
+	memset(m.nonce, 7, sizeof(m.nonce));
+	memset(m.mac, 9, sizeof(m.mac));
+	n = rdmx_hs_encode(&m, b);
+	assert_int_equal(n, RDMX_HS_HDR_LEN + 80);
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_OK);
+	assert_int_equal(blen, 80);
+	assert_int_equal(rdmx_hs_decode_body(b + RDMX_HS_HDR_LEN, blen, &g),
+			 RDMX_OK);
+	assert_int_equal(g.code, 4);
+	assert_int_equal(g.transport, 2);
+	assert_int_equal(g.transports, 5);
+	assert_memory_equal(g.nonce, m.nonce, sizeof(m.nonce));
+	assert_memory_equal(g.mac, m.mac, sizeof(m.mac));
+	b[0] ^= 1; /* magic */
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_ERR_PROTOCOL);
+	b[0] ^= 1;
+	b[11] ^= 1; /* body length */
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_ERR_PROTOCOL);
+	b[11] ^= 1;
+	b[6] = 99; /* type */
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_ERR_PROTOCOL);
+}
+
+static void test_remote_pack(void **state)
+{
+	struct rdmx_remote r = { 0x7fff12345678ull, 1ull << 33, 0xfeedf00d }, g;
+	uint8_t b[RDMX_REMOTE_PACKED_LEN];
+
+	(void)state;
+	rdmx_remote_pack(&r, b);
+	assert_int_equal(rdmx_remote_unpack(b, sizeof(b), &g), RDMX_OK);
+	assert_int_equal(g.addr, r.addr);
+	assert_int_equal(g.length, r.length);
+	assert_int_equal(g.rkey, r.rkey);
+	assert_int_equal(rdmx_remote_unpack(b, sizeof(b) - 1, &g),
+			 RDMX_ERR_INVALID);
+	b[23] = 9; /* unknown version */
+	assert_int_equal(rdmx_remote_unpack(b, sizeof(b), &g), RDMX_ERR_INVALID);
+}
+
+static void test_strerror_names_every_status(void **state)
+{
+	(void)state;
+	for (int s = -60; s <= 0; s++)
+		assert_non_null(rdmx_strerror((rdmx_status)s));
+	assert_string_equal(rdmx_strerror(RDMX_OK), "success");
+	assert_non_null(strstr(rdmx_strerror(RDMX_ERR_AUTH), "RDMX_AUTH_KEY_FILE"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tcp_hdr_round_trip),
+		cmocka_unit_test(test_tcp_hdr_rejects_bad_frames),
+		cmocka_unit_test(test_hs_round_trip),
+		cmocka_unit_test(test_remote_pack),
+		cmocka_unit_test(test_strerror_names_every_status),
+	};
+
+	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
+}
