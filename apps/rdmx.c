@@ -1,1 +1,41 @@
-int main(void){return 0;}
+/* SPDX-License-Identifier: MIT */
+/* rdmx - the command line: one file per subcommand, dispatched here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmx <command> [options]\n"
+		"commands:\n"
+		"  demo send|write|read [HOST][:PORT]   the RDMA communication modes\n"
+		"  info [--config]                      transports and configuration\n"
+		"  version                              print the version\n"
+		"Run 'rdmx <command> --help' for the options of one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 1;
+	}
+	if (!strcmp(argv[1], "demo"))
+		return cli_demo(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "info"))
+		return cli_info(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf("rdmx %d.%d\n", RDMX_VERSION_MAJOR, RDMX_VERSION_MINOR);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "rdmx: unknown command '%s' (try rdmx --help)\n",
+		argv[1]);
+	return 1;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* rdmx info - what this build can do and how it is configured. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "core.h"
+
+static const char *const info_sources[] = { "default", "file", "env" };
+
+static int info_config(const char *file)
+{
+	enum rdmx_config_source src[64];
+	struct rdmx_config cfg;
+	rdmx_status st;
+
+	if (rdmx_config_rows() > 64)
+		return cli_fail("info", "config table larger than expected");
+	st = rdmx_config_load(file, &cfg, src);
+	if (st)
+		return cli_fail("info", "invalid configuration: %s",
+				rdmx_strerror(st));
+	printf("%-24s %-10s %-8s %-8s %-28s %s\n", "key", "value", "default",
+	       "source", "env", "description");
+	for (int i = 0; i < rdmx_config_rows(); i++) {
+		const char *key, *dfl, *doc;
+		char val[RDMX_CONFIG_STR_MAX], env[64];
+
+		rdmx_config_describe(&cfg, i, &key, val, sizeof(val), &dfl, &doc,
+				     env, sizeof(env));
+		printf("%-24s %-10s %-8s %-8s %-28s %s\n", key, *val ? val : "-",
+		       *dfl ? dfl : "-", info_sources[src[i]], env, doc);
+	}
+	return 0;
+}
+
+int cli_info(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "config", optional_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (c == 'c')
+			return info_config(optarg);
+		if (c == 'h') {
+			printf("usage: rdmx info [--config[=FILE]]\n"
+			       "  --config  print every configuration key with "
+			       "its value, default, source and variable\n");
+			return 0;
+		}
+		return cli_fail("info", "see rdmx info --help");
+	}
+	printf("rdmx %d.%d\n", RDMX_VERSION_MAJOR, RDMX_VERSION_MINOR);
+	printf("transports: ");
+	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		const struct rdmx_transport_ops *ops = rdmx_transport_by_id(i);
+
+		if (ops)
+			printf("%s ", ops->name);
+	}
+	printf("\nverbs: not in this build yet; every connection uses tcp\n");
+	return 0;
+}
