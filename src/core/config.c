@@ -36,7 +36,7 @@ struct rdmx_config_row {
 static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "log.level", "warn", RDMX_CFG_LOGLEVEL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(log_level),
-	  "Least severe log level printed: error, warn, info or debug." },
+	  "Least severe log level printed: off, error, warn, info or debug." },
 	{ "transport", "auto", RDMX_CFG_ENUM, 0, 0, "auto|tcp",
 	  RDMX_CFG_FIELD(transport),
 	  "Transport to use; auto picks the best both sides can use." },
@@ -70,8 +70,9 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 #define RDMX_CONFIG_NROWS                                                      \
 	((int)(sizeof(rdmx_config_table) / sizeof(rdmx_config_table[0])))
 
-static const char *const rdmx_log_level_names[] = { "error", "warn", "info",
-						    "debug" };
+/* Index i is log level i - 1: "off" prints nothing. */
+static const char *const rdmx_log_level_names[] = { "off", "error", "warn",
+						    "info", "debug" };
 
 int rdmx_config_rows(void)
 {
@@ -208,9 +209,9 @@ static rdmx_status rdmx_config_set(const struct rdmx_config_row *row,
 		strcpy(field, value);
 		return RDMX_OK;
 	case RDMX_CFG_LOGLEVEL:
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 5; i++)
 			if (!strcasecmp(value, rdmx_log_level_names[i])) {
-				*(int *)field = i;
+				*(int *)field = i - 1;
 				return RDMX_OK;
 			}
 		return RDMX_ERR_INVALID;
@@ -451,7 +452,7 @@ void rdmx_config_describe(const struct rdmx_config *cfg, int i,
 		break;
 	case RDMX_CFG_LOGLEVEL:
 		snprintf(value, value_len, "%s",
-			 rdmx_log_level_names[*(const int *)field]);
+			 rdmx_log_level_names[*(const int *)field + 1]);
 		break;
 	}
 }

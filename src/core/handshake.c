@@ -234,7 +234,9 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 		goto err_lost;
 	if (welcome.code)
 		return rdmx_hs_refused(&hs, welcome.code, false);
-	if (!(hello.transports & (1ull << welcome.transport)) ||
+	/* Range first: the byte comes from the network, the shift needs < 64. */
+	if (welcome.transport >= RDMX_TRANSPORT_MAX ||
+	    !(hello.transports & (1ull << welcome.transport)) ||
 	    !rdmx_transport_by_id(welcome.transport)) {
 		rdmx_error("server %s chose transport %u, which this side did "
 			   "not offer", peer, welcome.transport);

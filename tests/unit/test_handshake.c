@@ -9,7 +9,7 @@
 #include "harness.h"
 #include "sock.h"
 
-static char files[4][64];
+static char files[16][64];
 static int nfiles;
 
 /* A context whose config names @key (NULL: no key). */

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# make test: build three ways and run everything.
+#   build-asan  ASan + UBSan build of the library and the whole suite
+#   build-fuzz  clang + libFuzzer: each target for FUZZ_SECONDS on its corpus
+#   build       the normal build; its suite runs last, verbosely, so every
+#               conformance case is named in the output
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${FUZZ_SECONDS:-30}
+
+stage() { printf '\n==== %s ====\n' "$*"; }
+
+stage "build (gcc, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+
+stage "build with ASan + UBSan"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
+	-DRDMX_SANITIZE=address,undefined >/dev/null
+cmake --build build-asan -j "$jobs"
+
+stage "build the fuzzers (clang, libFuzzer)"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DRDMX_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j "$jobs"
+
+for target in tcp_frames handshake; do
+	stage "fuzz $target for ${fuzz_seconds}s"
+	mkdir -p "build-fuzz/corpus-$target"
+	# New inputs go to the build tree; the kept seeds stay read-only.
+	# A crash leaves its input in build-fuzz/ (-artifact_prefix).
+	if ! build-fuzz/tests/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" \
+		-artifact_prefix=build-fuzz/ "build-fuzz/corpus-$target" \
+		"tests/fuzz/corpus/$target" >"build-fuzz/fuzz-$target.log" 2>&1; then
+		tail -40 "build-fuzz/fuzz-$target.log"
+		echo "fuzz_$target FAILED (input saved under build-fuzz/)"
+		exit 1
+	fi
+	grep -E '^Done' "build-fuzz/fuzz-$target.log"
+done
+
+stage "suite under ASan + UBSan"
+(cd build-asan && ctest --output-on-failure -j 1)
+
+stage "suite (every case by name)"
+(cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
+	grep -E '^[0-9]+: \[|Test *#|tests passed|tests failed|FAILED|Passed|\*\*\*|skip:' 
+exit "${PIPESTATUS[0]}"
