@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "sock.h"
 
 volatile sig_atomic_t cli_stop;
 
@@ -64,6 +65,15 @@ bad:
 	cli_fail(cmd, "%s expects a size like 4096, 64k or 1m, not '%s'", opt,
 		 s ? s : "");
 	return false;
+}
+
+bool cli_addr_ok(const char *addr)
+{
+	char host[256], port[16];
+
+	/* The library's own parser; it logs the one line that explains. */
+	return !addr || !rdmx_addr_split(addr, host, sizeof(host), port,
+					 sizeof(port));
 }
 
 bool cli_is_server(const char *arg)

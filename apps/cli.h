@@ -23,10 +23,12 @@ bool cli_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
 
 /*
  * The address convention of rdmx demo and rdmx bench: no argument, ":PORT"
- * or "PORT" serves; "HOST" or "HOST:PORT" connects. Fills @addr with what to
- * pass to rdmx_listen or rdmx_connect.
+ * or "PORT" serves; "HOST" or "HOST:PORT" connects.
  */
 bool cli_is_server(const char *arg);
+
+/* True when @addr (or NULL) is a well-formed address; else logs why. */
+bool cli_addr_ok(const char *addr);
 
 double cli_now_us(void);
 

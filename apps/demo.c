@@ -588,6 +588,8 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 		o->addr = argv[optind++];
 	if (optind < argc)
 		return cli_fail("demo", "unexpected argument '%s'", argv[optind]);
+	if (!cli_addr_ok(o->addr))
+		return 1;
 	if (!have_len)
 		o->length = o->size;
 	if (o->size > DEMO_MAX_SIZE || o->length > DEMO_MAX_SIZE ||

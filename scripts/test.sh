@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test: build three ways and run everything.
 #   build-asan  ASan + UBSan build of the library and the whole suite
+#   build-tsan  the same under ThreadSanitizer (progress thread vs callers)
 #   build-fuzz  clang + libFuzzer: each target for FUZZ_SECONDS on its corpus
 #   build       the normal build; its suite runs last, verbosely, so every
 #               conformance case is named in the output
@@ -19,6 +20,11 @@ stage "build with ASan + UBSan"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
 	-DRDMX_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j "$jobs"
+
+stage "build with TSan (clang)"
+CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug \
+	-DRDMX_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j "$jobs"
 
 stage "build the fuzzers (clang, libFuzzer)"
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -42,6 +48,9 @@ done
 
 stage "suite under ASan + UBSan"
 (cd build-asan && ctest --output-on-failure -j 1)
+
+stage "suite under TSan"
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j 1)
 
 stage "suite (every case by name)"
 (cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Description: the rdmx command line as a user runs it: server and client as
+# separate processes in every demo mode, bad input, signals, info --config.
+set -u
+rdmx=${1:?usage: test_cli.sh path/to/rdmx}
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); sed 's/^/     | /' "$tmp/out" "$tmp/err" 2>/dev/null | head -20; }
+
+# Start a server in the background; sets $port and $server.
+serve() {
+	"$rdmx" demo "$@" >"$tmp/server" 2>&1 &
+	server=$!
+	port=""
+	for _ in $(seq 200); do
+		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+		[ -n "$port" ] && return 0
+		sleep 0.02
+	done
+	echo "server did not start:"; cat "$tmp/server"
+	return 1
+}
+
+# run NAME EXPECTED_RC CMD...: run, keep stdout/stderr, check the exit code.
+run() {
+	local name=$1 want=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq "$want" ] || { bad "$name (exit $rc, expected $want)"; return 1; }
+}
+
+for mode in send write read; do
+	serve "$mode" :0 --once || exit 1
+	if run "demo $mode" 0 "$rdmx" demo "$mode" "127.0.0.1:$port" -s 4097 -n 300 &&
+		grep -q "ok, bytes verified" "$tmp/out" && wait "$server" &&
+		grep -q "served $mode: 300 x 4097 B, all bytes verified" "$tmp/server"; then
+		ok "demo $mode: separate server and client, bytes verified"
+	else
+		bad "demo $mode"
+	fi
+done
+
+serve read :0 --once || exit 1
+if run "read window" 0 "$rdmx" demo read "localhost:$port" -o 1000 -l 5000 -n 10 &&
+	grep -qE "^read +5000 +10 " "$tmp/out"; then
+	ok "demo read: a chosen offset and length"
+else
+	bad "demo read window"
+fi
+wait "$server"
+
+serve write :0 --once || exit 1
+if run "mode mismatch" 1 "$rdmx" demo send "127.0.0.1:$port" -n 5 &&
+	grep -q "server refused: this server runs the write demo" "$tmp/out"; then
+	ok "demo: a client of the wrong mode is told why"
+else
+	bad "demo mode mismatch"
+fi
+wait "$server"
+
+# Bad input: exit 1 and exactly one line, which names the problem.
+one_line() {
+	local name=$1 pattern=$2
+	shift 2
+	if run "$name" 1 "$@" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+		grep -q -- "$pattern" "$tmp/err"; then
+		ok "bad input, one line: $name"
+	else
+		bad "bad input: $name"
+	fi
+}
+if run "no command" 1 "$rdmx" && grep -q "^usage: rdmx <command>" "$tmp/err"; then
+	ok "no command: usage on stderr, exit 1"
+else
+	bad "no command"
+fi
+one_line "unknown command" "unknown command 'fly'" "$rdmx" fly
+one_line "unknown mode" "unknown mode 'teleport'" "$rdmx" demo teleport
+one_line "bad size" "--size expects a size" "$rdmx" demo send localhost -s 12q
+one_line "zero iterations" "--iters must be at least 1" "$rdmx" demo send localhost -n 0
+one_line "huge size" "limited to 1g" "$rdmx" demo write localhost -s 2g
+one_line "extra argument" "unexpected argument 'b'" "$rdmx" demo send a b
+one_line "bad port" "invalid address '127.0.0.1:99999'" "$rdmx" demo send 127.0.0.1:99999 -n 1
+
+# Nobody listening: the library's detail and the command's fix.
+if run "refused" 1 "$rdmx" demo send 127.0.0.1:1 -n 1 &&
+	grep -q "is an rdmx server listening there?" "$tmp/err" &&
+	[ "$(wc -l <"$tmp/err")" -le 2 ]; then
+	ok "demo: connection refused says what to check"
+else
+	bad "demo connection refused"
+fi
+
+# SIGTERM: a server that serves forever stops cleanly with a summary.
+serve send :0 || exit 1
+"$rdmx" demo send "127.0.0.1:$port" -n 50 >/dev/null 2>&1
+kill -TERM "$server"
+if wait "$server" && grep -q "server done: 1 sessions ok, 0 failed" "$tmp/server"; then
+	ok "demo server: SIGTERM ends it with exit 0 and a summary"
+else
+	bad "demo server SIGTERM"
+	cat "$tmp/server"
+fi
+
+if RDMX_TCP_TX_DEPTH=7 run "info" 0 "$rdmx" info --config &&
+	grep -qE "^tcp.tx_depth +7 +1024 +env +RDMX_TCP_TX_DEPTH" "$tmp/out"; then
+	ok "info --config: value, default, source and variable"
+else
+	bad "info --config"
+fi
+if RDMX_TCP_TX_DEPTH=lots run "info bad value" 1 "$rdmx" info --config &&
+	grep -q "invalid value 'lots' for tcp.tx_depth (RDMX_TCP_TX_DEPTH)" "$tmp/err"; then
+	ok "info --config: an invalid value names the key and the variable"
+else
+	bad "info bad value"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
