@@ -302,14 +302,17 @@ void rdmx_sock_name(int fd, bool peer, char *buf, size_t len)
 
 void rdmx_sock_liveness(int fd, unsigned timeout_ms)
 {
-	int one = 1, idle = (int)(timeout_ms / 2000) + 1, cnt = 2;
+	int one = 1, cnt = 1, idle = (int)(timeout_ms / 2000);
 	unsigned ut = timeout_ms;
 
 	/*
 	 * A dead peer host sends no FIN: keepalive probes on an idle socket
 	 * and TCP_USER_TIMEOUT on a busy one turn its silence into an error
-	 * within about @timeout_ms.
+	 * within about @timeout_ms (idle, then one unanswered probe; the
+	 * kernel counts in whole seconds, at least one).
 	 */
+	if (idle < 1)
+		idle = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -136,18 +139,86 @@ static int host_b(void *arg)
 	return 0;
 }
 
+/* Host B, second act: connect, post a RECV, then the cable is pulled. */
+static int host_b_cut(void *arg)
+{
+	int *pipefd = arg;
+	struct side c;
+	struct rdmx_conn *conn = NULL;
+	struct rdmx_conn_attr attr;
+	struct rdmx_completion wc;
+	struct buf in;
+	struct rdmx_sge sg;
+	struct timespec t0, t1;
+	char addr[64], go;
+
+	enter(ns_b);
+	side_open(&c);
+	snprintf(addr, sizeof(addr), "%s:%d", ip_a, port + 1);
+	attr = (struct rdmx_conn_attr){ .cq = c.cq };
+	for (int i = 0; i < 100 && !conn; i++)
+		if (rdmx_connect(c.ctx, addr, &attr, 1000, &conn))
+			usleep(50 * 1000);
+	if (!conn)
+		return 1;
+	buf_alloc(&c, &in, 8, RDMX_ACCESS_LOCAL_WRITE);
+	sg = sge_of(&in, 0, 8);
+	if (rdmx_post_recv(conn, &sg, 1, 1))
+		return 2;
+	/* Tell the parent to cut the link, wait until it has. */
+	if (write(pipefd[1], "c", 1) != 1 || read(pipefd[0], &go, 1) != 1)
+		return 3;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (rdmx_cq_wait(c.cq, 10000) || rdmx_poll(c.cq, &wc, 1) != 1)
+		return 4;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (wc.status != RDMX_ERR_CONN_LOST || wc.wr_id != 1)
+		return 5;
+	/* The default tcp.user_timeout is 2 s; allow the kernel's rounding. */
+	if (t1.tv_sec - t0.tv_sec > 3)
+		return 6;
+	print_message("cable pulled: RECV flushed after %.2f s\n",
+		      (double)(t1.tv_sec - t0.tv_sec) +
+			      (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	rdmx_conn_close(conn);
+	buf_free(&in);
+	side_close(&c);
+	return 0;
+}
+
+/* Host A, second act: accept and then sit still; it never sees a FIN. */
+static int host_a_idle(void *arg)
+{
+	struct side s;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn;
+	struct rdmx_conn_attr attr;
+	char addr[64];
+
+	(void)arg;
+	enter(ns_a);
+	side_open(&s);
+	snprintf(addr, sizeof(addr), "%s:%d", ip_a, port + 1);
+	if (rdmx_listen(s.ctx, addr, &lst))
+		return 1;
+	attr = (struct rdmx_conn_attr){ .cq = s.cq };
+	if (rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conn))
+		return 2;
+	pause();
+	return 0;
+}
+
 static void cleanup(void)
 {
 	sh("ip netns del %s 2>/dev/null", ns_a);
 	sh("ip netns del %s 2>/dev/null", ns_b);
 }
 
-static void test_conn_across_namespaces(void **state)
+/* Two namespaces joined by a veth pair; returns the id, or skips. */
+static int netns_up(void)
 {
 	int id = getpid() % 250;
-	pid_t a, b;
 
-	(void)state;
 	if (geteuid() != 0)
 		suite_skip("network namespaces need root");
 	snprintf(ns_a, sizeof(ns_a), "rdmx-a-%d", getpid());
@@ -167,6 +238,15 @@ static void test_conn_across_namespaces(void **state)
 		cleanup();
 		suite_skip("cannot create a veth pair between namespaces");
 	}
+	return id;
+}
+
+static void test_conn_across_namespaces(void **state)
+{
+	pid_t a, b;
+
+	(void)state;
+	netns_up();
 	a = spawn(host_a, NULL);
 	b = spawn(host_b, NULL);
 	reap_ok(b);
@@ -174,10 +254,36 @@ static void test_conn_across_namespaces(void **state)
 	cleanup();
 }
 
+/* Pull the cable under an idle connection: no FIN ever arrives, and the
+ * posted RECV still completes within tcp.user_timeout. */
+static void test_conn_cable_pulled(void **state)
+{
+	int to_parent[2], to_child[2], fds[2], id;
+	pid_t a, b;
+	char c;
+
+	(void)state;
+	id = netns_up();
+	assert_int_equal(pipe(to_parent), 0);
+	assert_int_equal(pipe(to_child), 0);
+	a = spawn(host_a_idle, NULL);
+	fds[0] = to_child[0];
+	fds[1] = to_parent[1];
+	b = spawn(host_b_cut, fds);
+	assert_int_equal(read(to_parent[0], &c, 1), 1);
+	assert_int_equal(sh("ip -n %s link del rxa%d", ns_a, id), 0);
+	assert_int_equal(write(to_child[1], "g", 1), 1);
+	reap_ok(b);
+	kill(a, SIGKILL);
+	waitpid(a, NULL, 0);
+	cleanup();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_across_namespaces),
+		cmocka_unit_test(test_conn_cable_pulled),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
