@@ -72,8 +72,8 @@ bool cli_addr_ok(const char *addr)
 	char host[256], port[16];
 
 	/* The library's own parser; it logs the one line that explains. */
-	return !addr || !rdmx_addr_split(addr, host, sizeof(host), port,
-					 sizeof(port));
+	return !addr ||
+	       !rdmx_addr_split(addr, host, sizeof(host), port, sizeof(port));
 }
 
 bool cli_is_server(const char *arg)

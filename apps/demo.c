@@ -93,9 +93,10 @@ static bool demo_check(const uint8_t *p, size_t len, uint64_t seed,
 
 static rdmx_status demo_open(struct demo *d, const struct demo_opts *o)
 {
-	struct rdmx_ctx_attr attr = { .mask = o->config ?
-						      RDMX_CTX_ATTR_CONFIG_FILE : 0,
-				      .config_file = o->config };
+	struct rdmx_ctx_attr attr = {
+		.mask = o->config ? RDMX_CTX_ATTR_CONFIG_FILE : 0,
+		.config_file = o->config
+	};
 	rdmx_status st;
 
 	memset(d, 0, sizeof(*d));
@@ -103,7 +104,8 @@ static rdmx_status demo_open(struct demo *d, const struct demo_opts *o)
 	if (!st)
 		st = rdmx_cq_create(d->ctx, &d->cq);
 	if (!st)
-		st = rdmx_mr_reg(d->ctx, d->ctl_out, DEMO_MSG, 0, &d->ctl_out_mr);
+		st = rdmx_mr_reg(d->ctx, d->ctl_out, DEMO_MSG, 0,
+				 &d->ctl_out_mr);
 	if (!st)
 		st = rdmx_mr_reg(d->ctx, d->ctl_in, DEMO_MSG,
 				 RDMX_ACCESS_LOCAL_WRITE, &d->ctl_in_mr);
@@ -293,8 +295,9 @@ static rdmx_status demo_serve_one(struct demo *d, const struct demo_opts *o)
 		st = demo_data_alloc(d, 2 * h.size, RDMX_ACCESS_LOCAL_WRITE);
 		break;
 	case DEMO_WRITE:
-		st = demo_data_alloc(d, h.size, RDMX_ACCESS_LOCAL_WRITE |
-					 RDMX_ACCESS_REMOTE_WRITE);
+		st = demo_data_alloc(d, h.size,
+				     RDMX_ACCESS_LOCAL_WRITE |
+					     RDMX_ACCESS_REMOTE_WRITE);
 		break;
 	case DEMO_READ:
 		st = demo_data_alloc(d, h.offset + h.length,
@@ -315,7 +318,8 @@ static rdmx_status demo_serve_one(struct demo *d, const struct demo_opts *o)
 		st = demo_expect(d, RDMX_OP_RECV, &wc);
 	if (!st)
 		printf("rdmx demo: served %s: %" PRIu64 " x %" PRIu64
-		       " B, all bytes verified\n", demo_names[o->mode], h.iters,
+		       " B, all bytes verified\n",
+		       demo_names[o->mode], h.iters,
 		       o->mode == DEMO_READ ? h.length : h.size);
 	return st;
 }
@@ -334,7 +338,8 @@ static int demo_server(const struct demo_opts *o)
 	if (st) {
 		demo_close(&d);
 		return cli_fail("demo", "cannot serve on %s: %s",
-				o->addr ? o->addr : ":18515", rdmx_strerror(st));
+				o->addr ? o->addr : ":18515",
+				rdmx_strerror(st));
 	}
 	printf("rdmx demo: %s server listening on port %d\n",
 	       demo_names[o->mode], rdmx_listener_port(lst));
@@ -349,7 +354,8 @@ static int demo_server(const struct demo_opts *o)
 			break;
 		st = demo_serve_one(&d, o);
 		if (st && st != RDMX_ERR_INVALID)
-			fprintf(stderr, "rdmx demo: client session failed: %s\n",
+			fprintf(stderr,
+				"rdmx demo: client session failed: %s\n",
 				rdmx_strerror(st));
 		st ? failed++ : served++;
 		rdmx_conn_close(d.conn);
@@ -445,7 +451,8 @@ static rdmx_status demo_hello(struct demo *d, const struct demo_opts *o,
 static void demo_row(const struct demo_opts *o, const char *transport,
 		     double *lat, size_t n, const char *result)
 {
-	double p50 = cli_quantile(lat, n, 0.5), p99 = cli_quantile(lat, n, 0.99);
+	double p50 = cli_quantile(lat, n, 0.5),
+	       p99 = cli_quantile(lat, n, 0.99);
 
 	if (o->header)
 		printf("%-6s %10s %7s %10s %10s  %-9s %s\n", "mode", "bytes",
@@ -467,8 +474,9 @@ static int demo_client(const struct demo_opts *o)
 	rdmx_status st;
 
 	if (!lat)
-		return cli_fail("demo", "out of memory for %" PRIu64
-				" iterations", o->iters);
+		return cli_fail("demo",
+				"out of memory for %" PRIu64 " iterations",
+				o->iters);
 	st = demo_open(&d, o);
 	attr = (struct rdmx_conn_attr){ .cq = d.cq };
 	if (!st)
@@ -483,17 +491,17 @@ static int demo_client(const struct demo_opts *o)
 	cli_catch_signals();
 	st = demo_hello(&d, o, &rem, why, sizeof(why));
 	if (!st)
-		st = demo_data_alloc(&d, 2 * (o->mode == DEMO_READ ? o->length :
-								      o->size),
-				     RDMX_ACCESS_LOCAL_WRITE);
+		st = demo_data_alloc(
+			&d, 2 * (o->mode == DEMO_READ ? o->length : o->size),
+			RDMX_ACCESS_LOCAL_WRITE);
 	while (!st && n < o->iters && !cli_stop)
 		lat[n] = demo_iter(&d, o, &rem, n, &st), n += !st;
 	if (!st && o->mode == DEMO_READ)
 		st = demo_send_ctl(&d); /* "done" */
 	if (st && !*why)
 		snprintf(why, sizeof(why), "FAILED after %zu: %s", n,
-			 st == RDMX_ERR_PROTOCOL ? "bytes did not match" :
-						   rdmx_strerror(st));
+			 st == RDMX_ERR_PROTOCOL ? "bytes did not match"
+						 : rdmx_strerror(st));
 	demo_row(o, info.transport, lat, n, st ? why : "ok, bytes verified");
 	demo_close(&d);
 	free(lat);
@@ -546,8 +554,10 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 		if (!strcmp(argv[1], demo_names[m]))
 			o->mode = (enum demo_mode)m;
 	if (!o->mode)
-		return cli_fail("demo", "unknown mode '%s' (expected send, write "
-				"or read; lambda comes later)", argv[1]);
+		return cli_fail("demo",
+				"unknown mode '%s' (expected send, write "
+				"or read; lambda comes later)",
+				argv[1]);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "s:n:o:l:c:h", lo, NULL)) != -1) {
 		switch (c) {
@@ -587,7 +597,8 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 	if (optind < argc)
 		o->addr = argv[optind++];
 	if (optind < argc)
-		return cli_fail("demo", "unexpected argument '%s'", argv[optind]);
+		return cli_fail("demo", "unexpected argument '%s'",
+				argv[optind]);
 	if (!cli_addr_ok(o->addr))
 		return 1;
 	if (!have_len)
@@ -595,7 +606,7 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 	if (o->size > DEMO_MAX_SIZE || o->length > DEMO_MAX_SIZE ||
 	    o->offset > DEMO_MAX_SIZE)
 		return cli_fail("demo", "--size, --length and --offset are "
-				"limited to 1g");
+					"limited to 1g");
 	if (!o->iters)
 		return cli_fail("demo", "--iters must be at least 1");
 	return 0;

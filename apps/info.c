@@ -28,10 +28,11 @@ static int info_config(const char *file)
 		const char *key, *dfl, *doc;
 		char val[RDMX_CONFIG_STR_MAX], env[64];
 
-		rdmx_config_describe(&cfg, i, &key, val, sizeof(val), &dfl, &doc,
-				     env, sizeof(env));
-		printf("%-24s %-10s %-8s %-8s %-28s %s\n", key, *val ? val : "-",
-		       *dfl ? dfl : "-", info_sources[src[i]], env, doc);
+		rdmx_config_describe(&cfg, i, &key, val, sizeof(val), &dfl,
+				     &doc, env, sizeof(env));
+		printf("%-24s %-10s %-8s %-8s %-28s %s\n", key,
+		       *val ? val : "-", *dfl ? dfl : "-", info_sources[src[i]],
+		       env, doc);
 	}
 	return 0;
 }

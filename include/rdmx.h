@@ -46,27 +46,28 @@ extern "C" {
  */
 typedef enum {
 	RDMX_OK = 0,
-	RDMX_ERR_AGAIN = -1,         /* queue full: poll completions, then retry */
-	RDMX_ERR_TIMEOUT = -2,       /* nothing happened within the timeout */
-	RDMX_ERR_INVALID = -3,       /* an argument is wrong (details in the log) */
-	RDMX_ERR_UNSUPPORTED = -4,   /* the transport lacks this capability */
-	RDMX_ERR_NOMEM = -5,         /* out of memory */
-	RDMX_ERR_BUSY = -6,          /* the object still has children */
-	RDMX_ERR_REMOTE_ACCESS = -7, /* target refused: rkey, bounds or access */
-	RDMX_ERR_LOCAL_LENGTH = -8,  /* incoming SEND larger than the RECV */
+	RDMX_ERR_AGAIN = -1, /* queue full: poll completions, then retry */
+	RDMX_ERR_TIMEOUT = -2, /* nothing happened within the timeout */
+	RDMX_ERR_INVALID = -3, /* an argument is wrong (details in the log) */
+	RDMX_ERR_UNSUPPORTED = -4, /* the transport lacks this capability */
+	RDMX_ERR_NOMEM = -5, /* out of memory */
+	RDMX_ERR_BUSY = -6, /* the object still has children */
+	RDMX_ERR_REMOTE_ACCESS = -7, /* target refused: rkey, bounds or access
+				      */
+	RDMX_ERR_LOCAL_LENGTH = -8, /* incoming SEND larger than the RECV */
 	RDMX_ERR_REMOTE_INVALID = -9, /* the peer's RECV was too small */
-	RDMX_ERR_FLUSHED = -10,      /* flushed: the connection was closed */
-	RDMX_ERR_NOT_FOUND = -11,    /* no such name, key or device */
+	RDMX_ERR_FLUSHED = -10, /* flushed: the connection was closed */
+	RDMX_ERR_NOT_FOUND = -11, /* no such name, key or device */
 
 	RDMX_ERR_CONN_REFUSED = -20, /* nobody listens at the address */
-	RDMX_ERR_UNREACHABLE = -21,  /* the address does not resolve or route */
-	RDMX_ERR_AUTH = -22,         /* pre-shared key missing or wrong */
-	RDMX_ERR_PROTOCOL = -23,     /* the peer broke the protocol or version */
-	RDMX_ERR_CONN_LOST = -24,    /* the peer died or closed the connection */
+	RDMX_ERR_UNREACHABLE = -21, /* the address does not resolve or route */
+	RDMX_ERR_AUTH = -22, /* pre-shared key missing or wrong */
+	RDMX_ERR_PROTOCOL = -23, /* the peer broke the protocol or version */
+	RDMX_ERR_CONN_LOST = -24, /* the peer died or closed the connection */
 	RDMX_ERR_NO_TRANSPORT = -25, /* no transport both sides can use */
 
-	RDMX_ERR_CONFIG = -40,       /* a configuration value is invalid */
-	RDMX_ERR_SYSTEM = -41,       /* a system call failed (logged with %m) */
+	RDMX_ERR_CONFIG = -40, /* a configuration value is invalid */
+	RDMX_ERR_SYSTEM = -41, /* a system call failed (logged with %m) */
 } rdmx_status;
 
 /* One line naming the status and, where there is one, the usual fix. */
@@ -82,7 +83,7 @@ enum {
 };
 
 struct rdmx_ctx_attr {
-	uint64_t mask;           /* RDMX_CTX_ATTR_* bits of valid fields */
+	uint64_t mask; /* RDMX_CTX_ATTR_* bits of valid fields */
 	const char *config_file; /* YAML file read after the defaults */
 };
 
@@ -112,9 +113,9 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx);
 struct rdmx_mr;
 
 enum rdmx_access {
-	RDMX_ACCESS_LOCAL_WRITE = 1 << 0,   /* RECV, READ and atomic results */
-	RDMX_ACCESS_REMOTE_WRITE = 1 << 1,  /* target of a peer's WRITE */
-	RDMX_ACCESS_REMOTE_READ = 1 << 2,   /* source of a peer's READ */
+	RDMX_ACCESS_LOCAL_WRITE = 1 << 0, /* RECV, READ and atomic results */
+	RDMX_ACCESS_REMOTE_WRITE = 1 << 1, /* target of a peer's WRITE */
+	RDMX_ACCESS_REMOTE_READ = 1 << 2, /* source of a peer's READ */
 	RDMX_ACCESS_REMOTE_ATOMIC = 1 << 3, /* target of a peer's atomics */
 };
 
@@ -123,9 +124,9 @@ enum rdmx_access {
  * Hand it over with rdmx_remote_pack() / rdmx_remote_unpack().
  */
 struct rdmx_remote {
-	uint64_t addr;   /* address of the first byte, in the owner's space */
+	uint64_t addr; /* address of the first byte, in the owner's space */
 	uint64_t length; /* bytes */
-	uint32_t rkey;   /* unpredictable, never reused while registered */
+	uint32_t rkey; /* unpredictable, never reused while registered */
 };
 
 #define RDMX_REMOTE_PACKED_LEN 24
@@ -170,19 +171,19 @@ enum rdmx_opcode {
 	RDMX_OP_WRITE_IMM, /* WRITE whose immediate consumes a peer RECV */
 	RDMX_OP_READ,
 	RDMX_OP_FETCH_ADD, /* 8 bytes, 8-byte aligned */
-	RDMX_OP_CMP_SWAP,  /* 8 bytes, 8-byte aligned */
-	RDMX_OP_RECV,      /* completion of a RECV consumed by a SEND */
-	RDMX_OP_RECV_IMM,  /* completion of a RECV consumed by a WRITE_IMM */
+	RDMX_OP_CMP_SWAP, /* 8 bytes, 8-byte aligned */
+	RDMX_OP_RECV, /* completion of a RECV consumed by a SEND */
+	RDMX_OP_RECV_IMM, /* completion of a RECV consumed by a WRITE_IMM */
 };
 
 /* One completed work request. */
 struct rdmx_completion {
-	uint64_t wr_id;          /* as posted */
-	rdmx_status status;      /* RDMX_OK or why it failed */
+	uint64_t wr_id; /* as posted */
+	rdmx_status status; /* RDMX_OK or why it failed */
 	enum rdmx_opcode opcode;
-	uint32_t byte_len;       /* RECV: bytes received; RECV_IMM: bytes written */
-	uint32_t imm;            /* RECV_IMM only: the immediate */
-	struct rdmx_conn *conn;  /* compare only: may already be closed */
+	uint32_t byte_len; /* RECV: bytes received; RECV_IMM: bytes written */
+	uint32_t imm; /* RECV_IMM only: the immediate */
+	struct rdmx_conn *conn; /* compare only: may already be closed */
 };
 
 /*
@@ -225,9 +226,9 @@ enum {
 };
 
 struct rdmx_conn_attr {
-	uint64_t mask;       /* RDMX_CONN_ATTR_* bits of optional fields */
-	struct rdmx_cq *cq;  /* required: where both directions complete */
-	void *user_ctx;      /* returned by rdmx_conn_user_ctx() */
+	uint64_t mask; /* RDMX_CONN_ATTR_* bits of optional fields */
+	struct rdmx_cq *cq; /* required: where both directions complete */
+	void *user_ctx; /* returned by rdmx_conn_user_ctx() */
 };
 
 /*
@@ -274,9 +275,9 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 void rdmx_conn_close(struct rdmx_conn *conn);
 
 struct rdmx_conn_info {
-	char transport[16];   /* "tcp", "shm", "verbs" */
-	char reason[128];     /* why that transport was chosen */
-	char local_addr[64];  /* "ip:port" of the control connection */
+	char transport[16]; /* "tcp", "shm", "verbs" */
+	char reason[128]; /* why that transport was chosen */
+	char local_addr[64]; /* "ip:port" of the control connection */
 	char peer_addr[64];
 };
 
@@ -302,14 +303,14 @@ struct rdmx_sge {
 /* The general form of an initiator work request (SEND, WRITE, READ, ...). */
 struct rdmx_wr {
 	uint64_t wr_id;
-	enum rdmx_opcode opcode;       /* any but RECV / RECV_IMM */
+	enum rdmx_opcode opcode; /* any but RECV / RECV_IMM */
 	const struct rdmx_sge *sg_list; /* data, or the 8-byte atomic result */
-	int num_sge;                   /* 0 .. RDMX_MAX_SGE */
-	uint32_t imm;                  /* WRITE_IMM */
-	uint64_t remote_addr;          /* one-sided ops */
-	uint32_t rkey;                 /* one-sided ops */
-	uint64_t compare_add;          /* FETCH_ADD: add; CMP_SWAP: compare */
-	uint64_t swap;                 /* CMP_SWAP */
+	int num_sge; /* 0 .. RDMX_MAX_SGE */
+	uint32_t imm; /* WRITE_IMM */
+	uint64_t remote_addr; /* one-sided ops */
+	uint32_t rkey; /* one-sided ops */
+	uint64_t compare_add; /* FETCH_ADD: add; CMP_SWAP: compare */
+	uint64_t swap; /* CMP_SWAP */
 };
 
 /*
@@ -341,12 +342,10 @@ rdmx_status rdmx_post_write(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			    uint64_t remote_addr, uint32_t rkey,
 			    uint64_t wr_id);
 rdmx_status rdmx_post_write_imm(struct rdmx_conn *conn,
-				const struct rdmx_sge *sg,
-				uint64_t remote_addr, uint32_t rkey,
-				uint32_t imm, uint64_t wr_id);
+				const struct rdmx_sge *sg, uint64_t remote_addr,
+				uint32_t rkey, uint32_t imm, uint64_t wr_id);
 rdmx_status rdmx_post_read(struct rdmx_conn *conn, const struct rdmx_sge *sg,
-			   uint64_t remote_addr, uint32_t rkey,
-			   uint64_t wr_id);
+			   uint64_t remote_addr, uint32_t rkey, uint64_t wr_id);
 /* @result: 8 bytes of LOCAL_WRITE memory that receive the value before. */
 rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
 				const struct rdmx_sge *result,
@@ -355,8 +354,7 @@ rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
 rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
 			       const struct rdmx_sge *result,
 			       uint64_t remote_addr, uint32_t rkey,
-			       uint64_t compare, uint64_t swap,
-			       uint64_t wr_id);
+			       uint64_t compare, uint64_t swap, uint64_t wr_id);
 
 #ifdef __cplusplus
 }

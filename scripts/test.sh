@@ -12,6 +12,14 @@ fuzz_seconds=${FUZZ_SECONDS:-30}
 
 stage() { printf '\n==== %s ====\n' "$*"; }
 
+stage "format (clang-format, .clang-format)"
+if ! clang-format --dry-run --Werror $(git ls-files '*.c' '*.h') 2>/dev/null; then
+	echo "some files are not formatted: run 'make format' and commit"
+	clang-format --dry-run $(git ls-files '*.c' '*.h') 2>&1 | head -20
+	exit 1
+fi
+echo "all C files formatted"
+
 stage "build (gcc, -Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"

@@ -12,12 +12,12 @@
 #include "log.h"
 
 enum rdmx_config_type {
-	RDMX_CFG_UINT,   /* plain count with optional k/m/g suffix */
+	RDMX_CFG_UINT, /* plain count with optional k/m/g suffix */
 	RDMX_CFG_TIME_MS,
 	RDMX_CFG_TIME_US,
 	RDMX_CFG_BOOL,
 	RDMX_CFG_STRING,
-	RDMX_CFG_ENUM,   /* one of the '|'-separated words in choices */
+	RDMX_CFG_ENUM, /* one of the '|'-separated words in choices */
 	RDMX_CFG_LOGLEVEL,
 };
 
@@ -81,8 +81,8 @@ int rdmx_config_rows(void)
 
 static rdmx_status rdmx_config_parse_uint_suffix(const char *s,
 						 const char *const *units,
-						 const uint64_t *mult, int nunits,
-						 uint64_t *out_p)
+						 const uint64_t *mult,
+						 int nunits, uint64_t *out_p)
 {
 	char *end;
 	unsigned long long v;
@@ -230,7 +230,8 @@ static void rdmx_config_env_name(const char *key, char *env, size_t len)
 
 	i = (size_t)snprintf(env, len, "RDMX_");
 	for (; *key && i + 1 < len; key++)
-		env[i++] = *key == '.' ? '_' : (char)toupper((unsigned char)*key);
+		env[i++] = *key == '.' ? '_'
+				       : (char)toupper((unsigned char)*key);
 	env[i] = '\0';
 }
 
@@ -266,7 +267,8 @@ static void rdmx_config_log_bad(const struct rdmx_config_row *row,
  * Returns RDMX_OK at the end of the mapping.
  */
 static rdmx_status rdmx_config_yaml_map(yaml_parser_t *p, const char *prefix,
-					const char *file, struct rdmx_config *cfg,
+					const char *file,
+					struct rdmx_config *cfg,
 					enum rdmx_config_source *src)
 {
 	yaml_event_t key, val;
@@ -313,8 +315,8 @@ static rdmx_status rdmx_config_yaml_map(yaml_parser_t *p, const char *prefix,
 			yaml_event_delete(&val);
 		} else {
 			rdmx_error("%s: line %zu: '%s' must be a value or a "
-				   "mapping", file, val.start_mark.line + 1,
-				   path);
+				   "mapping",
+				   file, val.start_mark.line + 1, path);
 			yaml_event_delete(&val);
 			st = RDMX_ERR_CONFIG;
 		}
@@ -349,8 +351,8 @@ static rdmx_status rdmx_config_load_file(const char *file,
 		if (!yaml_parser_parse(&parser, &ev)) {
 			rdmx_error("%s: line %zu: %s", file,
 				   parser.problem_mark.line + 1,
-				   parser.problem ? parser.problem :
-						    "YAML syntax error");
+				   parser.problem ? parser.problem
+						  : "YAML syntax error");
 			st = RDMX_ERR_CONFIG;
 			break;
 		}
@@ -361,7 +363,8 @@ static rdmx_status rdmx_config_load_file(const char *file,
 		case YAML_SCALAR_EVENT:
 		case YAML_SEQUENCE_START_EVENT:
 			rdmx_error("%s: the top level must be a mapping of "
-				   "keys", file);
+				   "keys",
+				   file);
 			st = RDMX_ERR_CONFIG;
 			break;
 		case YAML_STREAM_END_EVENT:
@@ -432,7 +435,8 @@ void rdmx_config_describe(const struct rdmx_config *cfg, int i,
 	rdmx_config_env_name(row->key, env, env_len);
 	switch (row->type) {
 	case RDMX_CFG_UINT:
-		snprintf(value, value_len, "%" PRIu64, *(const uint64_t *)field);
+		snprintf(value, value_len, "%" PRIu64,
+			 *(const uint64_t *)field);
 		break;
 	case RDMX_CFG_TIME_MS:
 		snprintf(value, value_len, "%" PRIu64 "ms",

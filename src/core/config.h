@@ -18,7 +18,7 @@
 
 struct rdmx_config {
 	int log_level;
-	char transport[16];               /* auto | tcp */
+	char transport[16]; /* auto | tcp */
 	char auth_key_file[RDMX_CONFIG_STR_MAX];
 	uint64_t handshake_timeout_ms;
 	uint64_t tcp_tx_depth;
@@ -46,8 +46,8 @@ rdmx_status rdmx_config_load(const char *file, struct rdmx_config *cfg,
 int rdmx_config_rows(void);
 void rdmx_config_describe(const struct rdmx_config *cfg, int row,
 			  const char **key_p, char *value, size_t value_len,
-			  const char **dfl_p, const char **doc_p,
-			  char *env, size_t env_len);
+			  const char **dfl_p, const char **doc_p, char *env,
+			  size_t env_len);
 
 /* Parse a size with an optional k/m/g suffix ("4k"), or a time with a
  * us/ms/s suffix into the unit of @unit_us. Exposed for the tests. */

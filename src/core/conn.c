@@ -58,8 +58,8 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 	conn->ctx = ctx;
 	conn->ops = ops;
 	conn->cq = attr->cq;
-	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ?
-				 attr->user_ctx : NULL;
+	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
+								: NULL;
 }
 
 /* Hand a control socket that finished its handshake to its transport. */
@@ -125,7 +125,8 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 		if (st)
 			return st;
 		rdmx_sock_name(fd, true, peer, sizeof(peer));
-		rdmx_sock_liveness(fd, (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
+		rdmx_sock_liveness(fd,
+				   (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
 		st = rdmx_hs_server(lst->ctx, fd, peer, &res);
 		if (!st)
 			return rdmx_conn_establish(lst->ctx, fd, &res, attr,
@@ -235,7 +236,8 @@ rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	if (atomic && (total != 8 || (wr->remote_addr & 7))) {
 		rdmx_error("post: atomics need an 8-byte result sge and an "
 			   "8-byte aligned remote address (got %llu bytes at "
-			   "0x%llx)", (unsigned long long)total,
+			   "0x%llx)",
+			   (unsigned long long)total,
 			   (unsigned long long)wr->remote_addr);
 		return RDMX_ERR_INVALID;
 	}
@@ -258,16 +260,20 @@ rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	return conn->ops->post_recv(conn, sg, num_sge, wr_id);
 }
 
-static rdmx_status rdmx_post_one(struct rdmx_conn *conn,
-				 enum rdmx_opcode op, const struct rdmx_sge *sg,
-				 uint64_t raddr, uint32_t rkey,
-				 uint64_t wr_id, uint32_t imm, uint64_t a0,
-				 uint64_t a1)
+static rdmx_status rdmx_post_one(struct rdmx_conn *conn, enum rdmx_opcode op,
+				 const struct rdmx_sge *sg, uint64_t raddr,
+				 uint32_t rkey, uint64_t wr_id, uint32_t imm,
+				 uint64_t a0, uint64_t a1)
 {
-	struct rdmx_wr wr = { .wr_id = wr_id, .opcode = op, .sg_list = sg,
-			      .num_sge = sg ? 1 : 0, .imm = imm,
-			      .remote_addr = raddr, .rkey = rkey,
-			      .compare_add = a0, .swap = a1 };
+	struct rdmx_wr wr = { .wr_id = wr_id,
+			      .opcode = op,
+			      .sg_list = sg,
+			      .num_sge = sg ? 1 : 0,
+			      .imm = imm,
+			      .remote_addr = raddr,
+			      .rkey = rkey,
+			      .compare_add = a0,
+			      .swap = a1 };
 
 	return rdmx_post(conn, &wr);
 }
@@ -313,6 +319,6 @@ rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
 			       uint32_t rkey, uint64_t compare, uint64_t swap,
 			       uint64_t wr_id)
 {
-	return rdmx_post_one(conn, RDMX_OP_CMP_SWAP, result, raddr, rkey,
-			     wr_id, 0, compare, swap);
+	return rdmx_post_one(conn, RDMX_OP_CMP_SWAP, result, raddr, rkey, wr_id,
+			     0, compare, swap);
 }

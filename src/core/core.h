@@ -17,7 +17,7 @@
 #include "rdmx.h"
 
 #define rdmx_container_of(ptr, type, member)                                   \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+	((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Transport ids double as bit positions in the handshake's transport mask. */
 enum rdmx_transport_id {
@@ -92,8 +92,8 @@ struct rdmx_ctx {
 };
 
 /* Open (once) and return the per-context state of a transport. */
-rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx,
-			       enum rdmx_transport_id id, void **priv_p);
+rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
+			       void **priv_p);
 /* Bit mask of transports this context could use, after transport config. */
 uint64_t rdmx_ctx_transport_mask(const struct rdmx_ctx *ctx);
 const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id);
@@ -109,7 +109,7 @@ struct rdmx_mr {
 	size_t length;
 	unsigned access;
 	uint32_t rkey;
-	atomic_uint refs;     /* transfers in progress into or out of it */
+	atomic_uint refs; /* transfers in progress into or out of it */
 	struct rdmx_mr *next; /* rkey hash chain */
 };
 
@@ -127,8 +127,8 @@ void rdmx_mr_release(struct rdmx_mr *mr);
  * rdmx_sge_check - check a local sge list: each entry inside its mr, with
  * LOCAL_WRITE when @write. Sets *total_p to the byte count.
  */
-rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge,
-			   bool write, uint64_t *total_p);
+rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, bool write,
+			   uint64_t *total_p);
 
 /* ---- completion queues -------------------------------------------------- */
 
@@ -137,10 +137,10 @@ struct rdmx_cq {
 	pthread_mutex_t lock;
 	struct rdmx_completion *ring;
 	uint32_t cap, head, count;
-	int efd;           /* eventfd: nonzero while completions are ready */
-	bool fd_exported;  /* the user holds efd: always signal */
-	bool signaled;     /* efd counter is nonzero */
-	unsigned waiters;  /* threads sleeping in rdmx_cq_wait */
+	int efd; /* eventfd: nonzero while completions are ready */
+	bool fd_exported; /* the user holds efd: always signal */
+	bool signaled; /* efd counter is nonzero */
+	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;
 };
 

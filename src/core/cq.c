@@ -48,7 +48,8 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 	pthread_mutex_lock(&cq->lock);
 	if (cq->nconns) {
 		rdmx_error("rdmx_cq_destroy: %u connections still deliver to "
-			   "this cq", cq->nconns);
+			   "this cq",
+			   cq->nconns);
 		pthread_mutex_unlock(&cq->lock);
 		return RDMX_ERR_BUSY;
 	}
@@ -113,8 +114,7 @@ void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc)
 	pthread_mutex_unlock(&cq->lock);
 }
 
-static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc,
-			int max)
+static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 {
 	uint64_t v;
 	int n = 0;
@@ -127,7 +127,8 @@ static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc,
 	}
 	if (!cq->count && cq->signaled) {
 		/* Empty again: make the fd unreadable. */
-		if (read(cq->efd, &v, sizeof(v)) == sizeof(v) || errno == EAGAIN)
+		if (read(cq->efd, &v, sizeof(v)) == sizeof(v) ||
+		    errno == EAGAIN)
 			cq->signaled = false;
 	}
 	pthread_mutex_unlock(&cq->lock);
@@ -190,8 +191,8 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 	if (!cq)
 		return RDMX_ERR_INVALID;
 	spin = cq->ctx->cfg.progress_wait_spin_us;
-	deadline = timeout_ms < 0 ? UINT64_MAX :
-				    start + (uint64_t)timeout_ms * 1000;
+	deadline = timeout_ms < 0 ? UINT64_MAX
+				  : start + (uint64_t)timeout_ms * 1000;
 	for (;;) {
 		rdmx_ctx_progress(cq->ctx);
 		if (rdmx_cq_ready(cq))
@@ -208,8 +209,10 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 			rdmx_cq_signal(cq);
 		pthread_mutex_unlock(&cq->lock);
 
-		rdmx_cq_sleep(cq, deadline == UINT64_MAX ? -1 :
-				  (int)((deadline - now + 999) / 1000));
+		rdmx_cq_sleep(cq,
+			      deadline == UINT64_MAX
+				      ? -1
+				      : (int)((deadline - now + 999) / 1000));
 
 		pthread_mutex_lock(&cq->lock);
 		cq->waiters--;

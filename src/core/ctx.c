@@ -13,8 +13,7 @@ static const struct rdmx_transport_ops *const rdmx_transports[] = {
 	&rdmx_tcp_ops,
 };
 
-#define RDMX_NTRANSPORTS                                                       \
-	(sizeof(rdmx_transports) / sizeof(rdmx_transports[0]))
+#define RDMX_NTRANSPORTS (sizeof(rdmx_transports) / sizeof(rdmx_transports[0]))
 
 const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id)
 {
@@ -68,13 +67,15 @@ static rdmx_status rdmx_ctx_load_key(struct rdmx_ctx *ctx)
 	}
 	fclose(f);
 	/* A key written with echo ends in a newline the peer may lack. */
-	while (n && (ctx->auth_key[n - 1] == '\n' ||
-		     ctx->auth_key[n - 1] == '\r' || ctx->auth_key[n - 1] == ' '))
+	while (n &&
+	       (ctx->auth_key[n - 1] == '\n' || ctx->auth_key[n - 1] == '\r' ||
+		ctx->auth_key[n - 1] == ' '))
 		n--;
 	if (n < 16) {
 		rdmx_error("auth.key_file %s holds %zu bytes; a pre-shared key "
 			   "needs at least 16 (try: head -c 32 /dev/urandom | "
-			   "base64 > %s)", path, n, path);
+			   "base64 > %s)",
+			   path, n, path);
 		return RDMX_ERR_CONFIG;
 	}
 	ctx->auth_key_len = n;
@@ -125,9 +126,10 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
 		return RDMX_OK;
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->nconns || ctx->ncqs || ctx->nlisteners || ctx->nmrs) {
-		rdmx_error("rdmx_ctx_destroy: context still has %u connections, "
-			   "%u cqs, %u listeners and %u registrations",
-			   ctx->nconns, ctx->ncqs, ctx->nlisteners, ctx->nmrs);
+		rdmx_error(
+			"rdmx_ctx_destroy: context still has %u connections, "
+			"%u cqs, %u listeners and %u registrations",
+			ctx->nconns, ctx->ncqs, ctx->nlisteners, ctx->nmrs);
 		pthread_mutex_unlock(&ctx->lock);
 		return RDMX_ERR_BUSY;
 	}
@@ -152,8 +154,8 @@ void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx,
-			       enum rdmx_transport_id id, void **priv_p)
+rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
+			       void **priv_p)
 {
 	rdmx_status st = RDMX_OK;
 	void *priv;

@@ -42,12 +42,14 @@ static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
 	if (!st)
 		st = rdmx_hs_decode_body(buf, blen, msg);
 	if (st == RDMX_ERR_TIMEOUT)
-		rdmx_error("handshake with %s: no answer within %llu ms",
-			   hs->peer,
-			   (unsigned long long)hs->ctx->cfg.handshake_timeout_ms);
+		rdmx_error(
+			"handshake with %s: no answer within %llu ms", hs->peer,
+			(unsigned long long)hs->ctx->cfg.handshake_timeout_ms);
 	else if (st == RDMX_ERR_PROTOCOL)
-		rdmx_error("handshake with %s: malformed message (is it an rdmx "
-			   "peer?)", hs->peer);
+		rdmx_error(
+			"handshake with %s: malformed message (is it an rdmx "
+			"peer?)",
+			hs->peer);
 	return st;
 }
 
@@ -117,26 +119,30 @@ static rdmx_status rdmx_hs_refused(const struct rdmx_hs *hs, uint16_t code,
 	switch (code) {
 	case RDMX_HS_BAD_VERSION:
 		rdmx_error("%s %s speaks another rdmx protocol version (this "
-			   "side: %d); upgrade one of them", who, hs->peer,
-			   RDMX_HS_VERSION);
+			   "side: %d); upgrade one of them",
+			   who, hs->peer, RDMX_HS_VERSION);
 		return RDMX_ERR_PROTOCOL;
 	case RDMX_HS_KEY_REQUIRED:
 		rdmx_error("%s: the server requires a pre-shared key and the "
 			   "client has none (set auth.key_file or "
-			   "RDMX_AUTH_KEY_FILE on the client)", hs->peer);
+			   "RDMX_AUTH_KEY_FILE on the client)",
+			   hs->peer);
 		return RDMX_ERR_AUTH;
 	case RDMX_HS_KEY_UNEXPECTED:
 		rdmx_error("%s: the client has a pre-shared key and the server "
 			   "has none; refusing an unauthenticated connection "
-			   "(set auth.key_file on the server)", hs->peer);
+			   "(set auth.key_file on the server)",
+			   hs->peer);
 		return RDMX_ERR_AUTH;
 	case RDMX_HS_KEY_WRONG:
 		rdmx_error("%s %s failed authentication: the pre-shared keys "
-			   "differ", who, hs->peer);
+			   "differ",
+			   who, hs->peer);
 		return RDMX_ERR_AUTH;
 	case RDMX_HS_NO_TRANSPORT:
 		rdmx_error("%s: no transport both sides can use (check "
-			   "transport / RDMX_TRANSPORT on both)", hs->peer);
+			   "transport / RDMX_TRANSPORT on both)",
+			   hs->peer);
 		return RDMX_ERR_NO_TRANSPORT;
 	}
 	rdmx_error("%s %s refused the handshake with unknown code %u", who,
@@ -166,7 +172,8 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   struct rdmx_hs_result *res)
 {
 	struct rdmx_hs hs = { ctx, fd, peer,
-			      rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000 };
+			      rdmx_now_us() +
+				      ctx->cfg.handshake_timeout_ms * 1000 };
 	struct rdmx_hs_msg hello, welcome = { .type = RDMX_HS_WELCOME };
 	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT };
 	uint8_t mac[RDMX_HS_MAC_LEN];
@@ -195,7 +202,8 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 		return st;
 	if (auth.flags & RDMX_HS_F_BAD_PEER) {
 		rdmx_error("client %s rejected this server's pre-shared key: "
-			   "the keys differ", peer);
+			   "the keys differ",
+			   peer);
 		return RDMX_ERR_AUTH;
 	}
 	if (ctx->auth_key_len) {
@@ -218,7 +226,8 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   struct rdmx_hs_result *res)
 {
 	struct rdmx_hs hs = { ctx, fd, peer,
-			      rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000 };
+			      rdmx_now_us() +
+				      ctx->cfg.handshake_timeout_ms * 1000 };
 	struct rdmx_hs_msg hello = { .type = RDMX_HS_HELLO }, welcome;
 	struct rdmx_hs_msg auth = { .type = RDMX_HS_AUTH }, result;
 	uint8_t mac[RDMX_HS_MAC_LEN];
@@ -234,12 +243,14 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 		goto err_lost;
 	if (welcome.code)
 		return rdmx_hs_refused(&hs, welcome.code, false);
-	/* Range first: the byte comes from the network, the shift needs < 64. */
+	/* Range first: the byte comes from the network, the shift needs < 64.
+	 */
 	if (welcome.transport >= RDMX_TRANSPORT_MAX ||
 	    !(hello.transports & (1ull << welcome.transport)) ||
 	    !rdmx_transport_by_id(welcome.transport)) {
 		rdmx_error("server %s chose transport %u, which this side did "
-			   "not offer", peer, welcome.transport);
+			   "not offer",
+			   peer, welcome.transport);
 		return RDMX_ERR_PROTOCOL;
 	}
 	if (ctx->auth_key_len) {
@@ -260,7 +271,8 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 		goto err_lost;
 	if (result.code) {
 		rdmx_error("server %s rejected this client's pre-shared key: "
-			   "the keys differ", peer);
+			   "the keys differ",
+			   peer);
 		return RDMX_ERR_AUTH;
 	}
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
@@ -269,8 +281,9 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 
 err_lost:
 	if (st == RDMX_ERR_CONN_LOST)
-		rdmx_error("handshake with %s: the server closed the connection "
-			   "(it may have refused this client; see its log)",
-			   peer);
+		rdmx_error(
+			"handshake with %s: the server closed the connection "
+			"(it may have refused this client; see its log)",
+			peer);
 	return st;
 }

@@ -59,11 +59,11 @@ struct rdmx_hs_msg {
 	uint16_t version;
 	uint8_t type;
 	uint8_t flags;
-	uint16_t code;        /* WELCOME, RESULT */
-	uint8_t transport;    /* WELCOME: chosen transport id */
-	uint64_t transports;  /* HELLO, WELCOME: mask the sender can use */
+	uint16_t code; /* WELCOME, RESULT */
+	uint8_t transport; /* WELCOME: chosen transport id */
+	uint64_t transports; /* HELLO, WELCOME: mask the sender can use */
 	uint8_t nonce[RDMX_HS_NONCE_LEN]; /* HELLO, WELCOME */
-	uint8_t mac[RDMX_HS_MAC_LEN];     /* WELCOME, AUTH */
+	uint8_t mac[RDMX_HS_MAC_LEN]; /* WELCOME, AUTH */
 };
 
 /* Body sizes: HELLO 48, WELCOME 80, AUTH 32, RESULT 8. */

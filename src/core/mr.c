@@ -112,15 +112,16 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
 		goto err;
 	}
 	start = (uintptr_t)mr->addr;
-	if (addr < start || len > mr->length || addr - start > mr->length - len) {
+	if (addr < start || len > mr->length ||
+	    addr - start > mr->length - len) {
 		rdmx_debug("remote access [0x%llx, +%llu) outside rkey 0x%x",
 			   (unsigned long long)addr, (unsigned long long)len,
 			   rkey);
 		goto err;
 	}
 	if ((mr->access & access) != access) {
-		rdmx_debug("remote access 0x%x not granted by rkey 0x%x", access,
-			   rkey);
+		rdmx_debug("remote access 0x%x not granted by rkey 0x%x",
+			   access, rkey);
 		goto err;
 	}
 	atomic_fetch_add_explicit(&mr->refs, 1, memory_order_relaxed);
@@ -157,8 +158,8 @@ rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, bool write,
 		    sg[i].length > mr->length ||
 		    a - (uintptr_t)mr->addr > mr->length - sg[i].length) {
 			rdmx_error("post: sge %d (%p, %u bytes) is not inside "
-				   "its registration", i, sg[i].addr,
-				   sg[i].length);
+				   "its registration",
+				   i, sg[i].addr, sg[i].length);
 			return RDMX_ERR_INVALID;
 		}
 		if (write && !(mr->access & RDMX_ACCESS_LOCAL_WRITE)) {

@@ -42,7 +42,8 @@ rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
 		if (colon) {
 			hl = (size_t)(colon - addr);
 			p = colon + 1;
-		} else if (*addr && strspn(addr, "0123456789") == strlen(addr)) {
+		} else if (*addr &&
+			   strspn(addr, "0123456789") == strlen(addr)) {
 			hl = 0; /* "7000" is a port */
 			p = addr;
 		} else {
@@ -63,7 +64,8 @@ rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
 	return RDMX_OK;
 err:
 	rdmx_error("invalid address '%s': expected host:port, [ipv6]:port, "
-		   ":port or port (port 0..65535)", addr ? addr : "(null)");
+		   ":port or port (port 0..65535)",
+		   addr ? addr : "(null)");
 	return RDMX_ERR_INVALID;
 }
 
@@ -129,9 +131,9 @@ rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p)
 	}
 	rdmx_set_nonblock(fd);
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
-	*port_p = ntohs(ss.ss_family == AF_INET6 ?
-				((struct sockaddr_in6 *)&ss)->sin6_port :
-				((struct sockaddr_in *)&ss)->sin_port);
+	*port_p = ntohs(ss.ss_family == AF_INET6
+				? ((struct sockaddr_in6 *)&ss)->sin6_port
+				: ((struct sockaddr_in *)&ss)->sin_port);
 	*fd_p = fd;
 	return RDMX_OK;
 }
@@ -156,8 +158,8 @@ static int rdmx_poll_one(int fd, short events, uint64_t deadline_us)
 
 static uint64_t rdmx_deadline(int timeout_ms)
 {
-	return timeout_ms < 0 ? UINT64_MAX :
-			       rdmx_now_us() + (uint64_t)timeout_ms * 1000;
+	return timeout_ms < 0 ? UINT64_MAX
+			      : rdmx_now_us() + (uint64_t)timeout_ms * 1000;
 }
 
 rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p)
@@ -176,7 +178,8 @@ rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p)
 			rdmx_error("accept: %m");
 			return RDMX_ERR_SYSTEM;
 		}
-		if (errno == EAGAIN && rdmx_poll_one(lfd, POLLIN, deadline) == 0)
+		if (errno == EAGAIN &&
+		    rdmx_poll_one(lfd, POLLIN, deadline) == 0)
 			return RDMX_ERR_TIMEOUT;
 	}
 }
@@ -198,7 +201,8 @@ rdmx_status rdmx_sock_connect(const char *addr, int timeout_ms, int *fd_p)
 			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) && errno != EINPROGRESS) {
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) &&
+		    errno != EINPROGRESS) {
 			err = errno;
 		} else if (rdmx_poll_one(fd, POLLOUT, deadline) == 0) {
 			close(fd);
@@ -213,8 +217,8 @@ rdmx_status rdmx_sock_connect(const char *addr, int timeout_ms, int *fd_p)
 			return RDMX_OK;
 		}
 		close(fd);
-		st = err == ECONNREFUSED ? RDMX_ERR_CONN_REFUSED :
-					   RDMX_ERR_UNREACHABLE;
+		st = err == ECONNREFUSED ? RDMX_ERR_CONN_REFUSED
+					 : RDMX_ERR_UNREACHABLE;
 	}
 	freeaddrinfo(res);
 	if (st == RDMX_ERR_TIMEOUT) {
@@ -282,7 +286,8 @@ void rdmx_sock_name(int fd, bool peer, char *buf, size_t len)
 	char ip[INET6_ADDRSTRLEN] = "?";
 	int port = 0;
 
-	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &sl)) {
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss,
+					       &sl)) {
 		snprintf(buf, len, "?");
 		return;
 	}

@@ -41,7 +41,8 @@ struct rdmx_conn *side_connect(struct side *side, int port)
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	assert_int_equal(rdmx_connect(side->ctx, addr, &attr, T_TIMEOUT_MS,
-				      &conn), RDMX_OK);
+				      &conn),
+			 RDMX_OK);
 	return conn;
 }
 
@@ -119,7 +120,8 @@ void assert_pattern(const uint8_t *p, size_t len, uint8_t seed, size_t off)
 
 struct rdmx_sge sge_of(struct buf *b, size_t off, size_t len)
 {
-	return (struct rdmx_sge){ .addr = b->p + off, .length = (uint32_t)len,
+	return (struct rdmx_sge){ .addr = b->p + off,
+				  .length = (uint32_t)len,
 				  .mr = b->mr };
 }
 
@@ -145,7 +147,8 @@ struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 
 	if (wc.status != st)
 		fail_msg("completion of wr_id %llu: status %d (%s), expected "
-			 "%d (%s)", (unsigned long long)wc.wr_id, wc.status,
+			 "%d (%s)",
+			 (unsigned long long)wc.wr_id, wc.status,
 			 rdmx_strerror(wc.status), st, rdmx_strerror(st));
 	assert_int_equal(wc.opcode, op);
 	return wc;

@@ -52,8 +52,9 @@ static void expect_refused(struct rig *r, uint64_t addr, uint32_t rkey,
 		expect_wc(r->p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_READ);
 	}
 	if (!only || only == RDMX_OP_FETCH_ADD) {
-		assert_int_equal(rdmx_post_fetch_add(r->p.cconn, &a, addr & ~7ull,
-						     rkey, 1, 3), RDMX_OK);
+		assert_int_equal(rdmx_post_fetch_add(r->p.cconn, &a,
+						     addr & ~7ull, rkey, 1, 3),
+				 RDMX_OK);
 		expect_wc(r->p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_FETCH_ADD);
 	}
 }
@@ -67,13 +68,15 @@ static void expect_target_alive(struct rig *r)
 		if (r->target.p[i] != 0x5a)
 			fail_msg("target byte %zu was changed", i);
 	assert_int_equal(rdmx_post_write(r->p.cconn, &s, r->rem.addr,
-					 r->rem.rkey, 9), RDMX_OK);
+					 r->rem.rkey, 9),
+			 RDMX_OK);
 	expect_wc(r->p.c.cq, RDMX_OK, RDMX_OP_WRITE);
 	assert_pattern(r->target.p, 64, 1, 0);
 }
 
-#define ALL (RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |             \
-	     RDMX_ACCESS_REMOTE_READ | RDMX_ACCESS_REMOTE_ATOMIC)
+#define ALL                                                                    \
+	(RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |                  \
+	 RDMX_ACCESS_REMOTE_READ | RDMX_ACCESS_REMOTE_ATOMIC)
 
 static void test_mr_bad_rkey(void **state)
 {
@@ -149,7 +152,8 @@ static void test_mr_write_imm_refused_keeps_recv(void **state)
 	s = sge_of(&r.src, 0, 16);
 	assert_int_equal(rdmx_post_recv(r.p.sconn, &rs, 1, 7), RDMX_OK);
 	assert_int_equal(rdmx_post_write_imm(r.p.cconn, &s, r.rem.addr,
-					     r.rem.rkey, 1, 8), RDMX_OK);
+					     r.rem.rkey, 1, 8),
+			 RDMX_OK);
 	expect_wc(r.p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_WRITE_IMM);
 	/* The RECV was not consumed: a SEND still lands in it. */
 	assert_int_equal(rdmx_poll(r.p.s.cq, &wc, 1), 0);
@@ -171,5 +175,6 @@ int main(void)
 		cmocka_unit_test(test_mr_write_imm_refused_keeps_recv),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

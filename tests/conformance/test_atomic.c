@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: fetch-and-add and compare-and-swap, from two initiator processes. */
+/* Description: fetch-and-add and compare-and-swap, from two initiator
+ * processes. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,12 +32,12 @@ static int initiator(void *arg)
 	r = sge_of(&rb, 0, rb.len);
 	if (rdmx_post_recv(conn, &r, 1, 0))
 		return 1;
-	if (wait_wc(c.cq).status ||
-	    rdmx_remote_unpack(rb.p, rb.len, &rem))
+	if (wait_wc(c.cq).status || rdmx_remote_unpack(rb.p, rb.len, &rem))
 		return 2;
 	while (done < ADDS) {
 		while (posted < ADDS && posted - done < DEPTH) {
-			struct rdmx_sge s = sge_of(&res, (posted % DEPTH) * 8, 8);
+			struct rdmx_sge s =
+				sge_of(&res, (posted % DEPTH) * 8, 8);
 
 			if (rdmx_post_fetch_add(conn, &s, rem.addr, rem.rkey, 1,
 						posted))
@@ -76,8 +77,8 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 	(void)state;
 	side_open(&s);
 	a.port = side_listen(&s, &lst);
-	buf_alloc(&s, &counter, 64, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_ATOMIC);
+	buf_alloc(&s, &counter, 64,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_ATOMIC);
 	buf_alloc(&s, &desc, RDMX_REMOTE_PACKED_LEN, 0);
 	memset(counter.p, 0, 64);
 	rdmx_mr_remote(counter.mr, &rem);
@@ -91,7 +92,8 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 		struct rdmx_sge d = sge_of(&desc, 0, desc.len);
 
 		assert_int_equal(rdmx_accept(lst, &attr, T_TIMEOUT_MS,
-					     &conns[i]), RDMX_OK);
+					     &conns[i]),
+				 RDMX_OK);
 		assert_int_equal(rdmx_post_send(conns[i], &d, i), RDMX_OK);
 		expect_wc(s.cq, RDMX_OK, RDMX_OP_SEND);
 	}
@@ -100,9 +102,10 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 	reap_ok(pid[1]);
 	/* Remote atomics wrote it: read it as an atomic too. */
 	assert_int_equal(__atomic_load_n((uint64_t *)(counter.p + 8),
-					 __ATOMIC_ACQUIRE), 2 * ADDS);
-	assert_int_equal(__atomic_load_n((uint64_t *)counter.p,
-					 __ATOMIC_ACQUIRE), 0);
+					 __ATOMIC_ACQUIRE),
+			 2 * ADDS);
+	assert_int_equal(
+		__atomic_load_n((uint64_t *)counter.p, __ATOMIC_ACQUIRE), 0);
 	rdmx_conn_close(conns[0]);
 	rdmx_conn_close(conns[1]);
 	rdmx_listener_close(lst);
@@ -121,15 +124,16 @@ static void test_atomic_cmp_swap(void **state)
 
 	(void)state;
 	pair_open(&p);
-	buf_alloc(&p.s, &target, 8, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_ATOMIC);
+	buf_alloc(&p.s, &target, 8,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_ATOMIC);
 	buf_alloc(&p.c, &res, 8, RDMX_ACCESS_LOCAL_WRITE);
 	memcpy(target.p, &v, 8);
 	rem = share_remote(&p, &target);
 	r = sge_of(&res, 0, 8);
 	/* Compare fails: value unchanged, old value returned. */
 	assert_int_equal(rdmx_post_cmp_swap(p.cconn, &r, rem.addr, rem.rkey, 4,
-					    9, 1), RDMX_OK);
+					    9, 1),
+			 RDMX_OK);
 	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_CMP_SWAP);
 	memcpy(&got, res.p, 8);
 	assert_int_equal(got, 5);
@@ -137,7 +141,8 @@ static void test_atomic_cmp_swap(void **state)
 	assert_int_equal(got, 5);
 	/* Compare succeeds: swapped. */
 	assert_int_equal(rdmx_post_cmp_swap(p.cconn, &r, rem.addr, rem.rkey, 5,
-					    9, 2), RDMX_OK);
+					    9, 2),
+			 RDMX_OK);
 	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_CMP_SWAP);
 	memcpy(&got, res.p, 8);
 	assert_int_equal(got, 5);
@@ -157,16 +162,18 @@ static void test_atomic_bad_arguments(void **state)
 
 	(void)state;
 	pair_open(&p);
-	buf_alloc(&p.s, &target, 16, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_ATOMIC);
+	buf_alloc(&p.s, &target, 16,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_ATOMIC);
 	buf_alloc(&p.c, &res, 8, RDMX_ACCESS_LOCAL_WRITE);
 	rem = share_remote(&p, &target);
 	r = sge_of(&res, 0, 8);
 	assert_int_equal(rdmx_post_fetch_add(p.cconn, &r, rem.addr + 4,
-					     rem.rkey, 1, 1), RDMX_ERR_INVALID);
+					     rem.rkey, 1, 1),
+			 RDMX_ERR_INVALID);
 	r = sge_of(&res, 0, 4);
-	assert_int_equal(rdmx_post_fetch_add(p.cconn, &r, rem.addr, rem.rkey,
-					     1, 1), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_post_fetch_add(p.cconn, &r, rem.addr, rem.rkey, 1,
+					     1),
+			 RDMX_ERR_INVALID);
 	buf_free(&target);
 	buf_free(&res);
 	pair_close(&p);
@@ -180,5 +187,6 @@ int main(void)
 		cmocka_unit_test(test_atomic_bad_arguments),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

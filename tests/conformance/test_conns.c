@@ -71,10 +71,12 @@ static void test_conn_64_concurrent(void **state)
 	buf_alloc(&s, &out, NCONN * 8, 0);
 	for (uintptr_t i = 0; i < NCONN; i++) {
 		struct rdmx_conn_attr attr = { .mask = RDMX_CONN_ATTR_USER_CTX,
-					       .cq = s.cq, .user_ctx = (void *)i };
+					       .cq = s.cq,
+					       .user_ctx = (void *)i };
 		struct rdmx_sge r = sge_of(&in, i * 8, 8);
 
-		assert_int_equal(rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conns[i]),
+		assert_int_equal(rdmx_accept(lst, &attr, T_TIMEOUT_MS,
+					     &conns[i]),
 				 RDMX_OK);
 		assert_int_equal(rdmx_post_recv(conns[i], &r, 1, i), RDMX_OK);
 	}
@@ -93,7 +95,8 @@ static void test_conn_64_concurrent(void **state)
 		memcpy(out.p + i * 8, &v, 8);
 		struct rdmx_sge sg = sge_of(&out, i * 8, 8);
 
-		assert_int_equal(rdmx_post_send(conns[i], &sg, 500 + i), RDMX_OK);
+		assert_int_equal(rdmx_post_send(conns[i], &sg, 500 + i),
+				 RDMX_OK);
 		got++;
 	}
 	reap_ok(pid);
@@ -111,5 +114,6 @@ int main(void)
 		cmocka_unit_test(test_conn_64_concurrent),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: two hosts: network namespaces joined by a veth pair the test creates. */
+/* Description: two hosts: network namespaces joined by a veth pair the test
+ * creates. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -65,8 +66,9 @@ static int host_a(void *arg)
 	rdmx_conn_info(conn, &info);
 	if (strncmp(info.peer_addr, ip_b, strlen(ip_b)))
 		return 3;
-	buf_alloc(&s, &mem, 1 << 20, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_WRITE | RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&s, &mem, 1 << 20,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
 	buf_alloc(&s, &desc, RDMX_REMOTE_PACKED_LEN, 0);
 	buf_alloc(&s, &in, 8, RDMX_ACCESS_LOCAL_WRITE);
 	rdmx_mr_remote(mem.mr, &rem);
@@ -286,5 +288,6 @@ int main(void)
 		cmocka_unit_test(test_conn_cable_pulled),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: a peer killed or closed: every posted request completes, within 2 s. */
+/* Description: a peer killed or closed: every posted request completes, within
+ * 2 s. */
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/wait.h>
@@ -36,8 +37,8 @@ static int doomed_peer(void *arg)
 
 	side_open(&c);
 	conn = side_connect(&c, a->port);
-	buf_alloc(&c, &big, WRITES * CHUNK, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&c, &big, WRITES * CHUNK,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
 	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
 	rdmx_mr_remote(big.mr, &rem);
 	rdmx_remote_pack(&rem, desc.p);
@@ -100,7 +101,8 @@ static void rig_close(struct rig *r)
 	buf_alloc(&r->s, &b, 8, RDMX_ACCESS_LOCAL_WRITE);
 	s = sge_of(&b, 0, 8);
 	assert_int_equal(rdmx_post_send(r->conn, &s, 99), RDMX_ERR_CONN_LOST);
-	assert_int_equal(rdmx_post_recv(r->conn, &s, 1, 99), RDMX_ERR_CONN_LOST);
+	assert_int_equal(rdmx_post_recv(r->conn, &s, 1, 99),
+			 RDMX_ERR_CONN_LOST);
 	buf_free(&b);
 	rdmx_conn_close(r->conn);
 	rdmx_listener_close(r->lst);
@@ -130,8 +132,10 @@ static void test_conn_target_killed_mid_write(void **state)
 	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 1000), RDMX_OK);
 	s = sge_of(&src, 0, CHUNK);
 	for (int i = 0; i < WRITES; i++)
-		assert_int_equal(rdmx_post_write(r.conn, &s, rem.addr + (uint64_t)i * CHUNK,
-						 rem.rkey, i), RDMX_OK);
+		assert_int_equal(rdmx_post_write(r.conn, &s,
+						 rem.addr + (uint64_t)i * CHUNK,
+						 rem.rkey, i),
+				 RDMX_OK);
 	expect_wc(r.s.cq, RDMX_OK, RDMX_OP_WRITE);
 	ok = 1;
 	rig_kill(&r);
@@ -174,8 +178,8 @@ static void test_conn_initiator_killed_mid_write(void **state)
 
 	(void)state;
 	rig_open(&r, true);
-	buf_alloc(&r.s, &big, CHUNK, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&r.s, &big, CHUNK,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
 	buf_alloc(&r.s, &desc, RDMX_REMOTE_PACKED_LEN, 0);
 	buf_alloc(&r.s, &rb, 64, RDMX_ACCESS_LOCAL_WRITE);
 	rdmx_mr_remote(big.mr, &rem);
@@ -238,5 +242,6 @@ int main(void)
 		cmocka_unit_test(test_conn_close_flushes),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

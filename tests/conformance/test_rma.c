@@ -26,7 +26,8 @@ static void test_write_sizes(void **state)
 		buf_fill(&src, (uint8_t)(i + 1));
 		memset(dst.p, 0xee, dst.len);
 		assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr + OFF,
-						 rem.rkey, i), RDMX_OK);
+						 rem.rkey, i),
+				 RDMX_OK);
 		/* Completed means placed: the target's bytes are there now. */
 		expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
 		assert_pattern(dst.p + OFF, sizes[i], (uint8_t)(i + 1), 0);
@@ -55,7 +56,8 @@ static void test_read_sizes(void **state)
 
 		memset(dst.p, 0xee, dst.len);
 		assert_int_equal(rdmx_post_read(p.cconn, &d, rem.addr + OFF,
-						rem.rkey, i), RDMX_OK);
+						rem.rkey, i),
+				 RDMX_OK);
 		expect_wc(p.c.cq, RDMX_OK, RDMX_OP_READ);
 		assert_pattern(dst.p, sizes[i], 42, OFF);
 		assert_int_equal(dst.p[sizes[i]], 0xee);
@@ -85,7 +87,8 @@ static void test_write_imm_consumes_recv(void **state)
 	r = sge_of(&rbuf, 0, 16);
 	assert_int_equal(rdmx_post_recv(p.sconn, &r, 1, 10), RDMX_OK);
 	assert_int_equal(rdmx_post_write_imm(p.cconn, &s, rem.addr, rem.rkey,
-					     0xdeadbeef, 11), RDMX_OK);
+					     0xdeadbeef, 11),
+			 RDMX_OK);
 	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE_IMM);
 	wc = expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV_IMM);
 	assert_int_equal(wc.wr_id, 10);
@@ -109,8 +112,9 @@ static void test_ops_complete_in_order(void **state)
 	pair_open(&p);
 	buf_alloc(&p.c, &src, 4096, 0);
 	buf_alloc(&p.c, &rd, 4096, RDMX_ACCESS_LOCAL_WRITE);
-	buf_alloc(&p.s, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE |
-		  RDMX_ACCESS_REMOTE_WRITE | RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&p.s, &dst, 4096,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
 	rem = share_remote(&p, &dst);
 	/* Mixed WRITEs and READs: completions come back in posting order. */
 	for (int i = 0; i < N; i++) {
@@ -118,10 +122,12 @@ static void test_ops_complete_in_order(void **state)
 
 		if (i % 2)
 			assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr,
-							rem.rkey, i), RDMX_OK);
+							rem.rkey, i),
+					 RDMX_OK);
 		else
 			assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr,
-							 rem.rkey, i), RDMX_OK);
+							 rem.rkey, i),
+					 RDMX_OK);
 	}
 	for (int i = 0; i < N; i++) {
 		struct rdmx_completion wc = wait_wc(p.c.cq);
@@ -144,5 +150,6 @@ int main(void)
 		cmocka_unit_test(test_ops_complete_in_order),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: SEND/RECV order, sizes, credits and too-small receive buffers. */
+/* Description: SEND/RECV order, sizes, credits and too-small receive buffers.
+ */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,14 +23,16 @@ static void test_send_order_10000(void **state)
 	while (got < N || sdone < N) {
 		/* Keep RECVs posted in a ring; slot i gets message i. */
 		while (posted < N && posted - got < SLOTS) {
-			struct rdmx_sge r = sge_of(&dst, (posted % SLOTS) * MSG, MSG);
+			struct rdmx_sge r =
+				sge_of(&dst, (posted % SLOTS) * MSG, MSG);
 
 			assert_int_equal(rdmx_post_recv(p.sconn, &r, 1, posted),
 					 RDMX_OK);
 			posted++;
 		}
 		while (sent < N && sent - sdone < SLOTS) {
-			struct rdmx_sge s = sge_of(&src, (sent % SLOTS) * MSG, MSG);
+			struct rdmx_sge s =
+				sge_of(&src, (sent % SLOTS) * MSG, MSG);
 			uint64_t v = (uint64_t)sent;
 
 			memcpy(s.addr, &v, MSG);
@@ -104,11 +107,15 @@ static void test_send_gather_scatter(void **state)
 	r[0] = sge_of(&dst, 0, 1500);
 	r[1] = sge_of(&dst, 2000, 2000);
 	assert_int_equal(rdmx_post_recv(p.sconn, r, 2, 1), RDMX_OK);
-	assert_int_equal(rdmx_post(p.cconn, &(struct rdmx_wr){
-		.wr_id = 2, .opcode = RDMX_OP_SEND, .sg_list = s, .num_sge = 3 }),
-		RDMX_OK);
+	assert_int_equal(rdmx_post(p.cconn,
+				   &(struct rdmx_wr){ .wr_id = 2,
+						      .opcode = RDMX_OP_SEND,
+						      .sg_list = s,
+						      .num_sge = 3 }),
+			 RDMX_OK);
 	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_SEND);
-	assert_int_equal(expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV).byte_len, 3000);
+	assert_int_equal(expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV).byte_len,
+			 3000);
 	assert_pattern(dst.p, 1500, 9, 0);
 	assert_pattern(dst.p + 2000, 1500, 9, 1500);
 	buf_free(&src);
@@ -195,5 +202,6 @@ int main(void)
 		cmocka_unit_test(test_recv_needs_local_write),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL, NULL);
+	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
+					   NULL);
 }

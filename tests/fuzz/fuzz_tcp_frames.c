@@ -65,19 +65,29 @@ static uint8_t *resolve(const uint8_t *data, size_t size)
 /* Our own outstanding requests, so that answers have something to match. */
 static void post_requests(struct rdmx_conn *conn)
 {
-	struct rdmx_sge s = { local, 64, local_mr }, a = { local + 64, 8, local_mr };
+	struct rdmx_sge s = { local, 64, local_mr },
+			a = { local + 64, 8, local_mr };
 	struct rdmx_sge r = { local + 128, 256, local_mr };
 
 	rdmx_tcp_ops.post_recv(conn, &r, 1, 100);
 	rdmx_tcp_ops.post_recv(conn, &r, 1, 101);
 	rdmx_tcp_ops.post_send(conn, &(struct rdmx_wr){ .opcode = RDMX_OP_WRITE,
-		.sg_list = &s, .num_sge = 1, .remote_addr = 64, .rkey = 1 });
+							.sg_list = &s,
+							.num_sge = 1,
+							.remote_addr = 64,
+							.rkey = 1 });
 	rdmx_tcp_ops.post_send(conn, &(struct rdmx_wr){ .opcode = RDMX_OP_READ,
-		.sg_list = &s, .num_sge = 1, .remote_addr = 64, .rkey = 1 });
-	rdmx_tcp_ops.post_send(conn, &(struct rdmx_wr){
-		.opcode = RDMX_OP_FETCH_ADD, .sg_list = &a, .num_sge = 1 });
+							.sg_list = &s,
+							.num_sge = 1,
+							.remote_addr = 64,
+							.rkey = 1 });
+	rdmx_tcp_ops.post_send(conn,
+			       &(struct rdmx_wr){ .opcode = RDMX_OP_FETCH_ADD,
+						  .sg_list = &a,
+						  .num_sge = 1 });
 	rdmx_tcp_ops.post_send(conn, &(struct rdmx_wr){ .opcode = RDMX_OP_SEND,
-		.sg_list = &s, .num_sge = 1 });
+							.sg_list = &s,
+							.num_sge = 1 });
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

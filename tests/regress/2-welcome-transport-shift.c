@@ -16,7 +16,8 @@
 static void test_handshake_welcome_transport_out_of_range(void **state)
 {
 	struct rdmx_hs_msg w = { .version = RDMX_HS_VERSION,
-				 .type = RDMX_HS_WELCOME, .transport = 200,
+				 .type = RDMX_HS_WELCOME,
+				 .transport = 200,
 				 .transports = 1 };
 	uint8_t buf[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY];
 	struct rdmx_hs_result res;
@@ -26,8 +27,8 @@ static void test_handshake_welcome_transport_out_of_range(void **state)
 
 	(void)state;
 	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_OK);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0,
-				    fds), 0);
+	assert_int_equal(
+		socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
 	n = rdmx_hs_encode(&w, buf);
 	assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
 	assert_int_equal(rdmx_hs_client(ctx, fds[0], "evil", &res),

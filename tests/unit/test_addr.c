@@ -10,7 +10,8 @@ static void split_ok(const char *in, const char *host, const char *port)
 {
 	char h[64], p[16];
 
-	assert_int_equal(rdmx_addr_split(in, h, sizeof(h), p, sizeof(p)), RDMX_OK);
+	assert_int_equal(rdmx_addr_split(in, h, sizeof(h), p, sizeof(p)),
+			 RDMX_OK);
 	assert_string_equal(h, host);
 	assert_string_equal(p, port);
 }
@@ -61,7 +62,8 @@ static void test_conn_errors(void **state)
 	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn),
 			 RDMX_ERR_CONN_REFUSED);
 	assert_int_equal(rdmx_connect(c.ctx, "no-such-host.invalid:1", &attr,
-				      2000, &conn), RDMX_ERR_UNREACHABLE);
+				      2000, &conn),
+			 RDMX_ERR_UNREACHABLE);
 	assert_int_equal(rdmx_connect(c.ctx, "bad:port:x", &attr, 2000, &conn),
 			 RDMX_ERR_INVALID);
 	attr.cq = NULL;

@@ -131,7 +131,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_config_defaults, teardown),
 		cmocka_unit_test_teardown(test_config_yaml_then_env, teardown),
-		cmocka_unit_test_teardown(test_config_bad_values_fail, teardown),
+		cmocka_unit_test_teardown(test_config_bad_values_fail,
+					  teardown),
 		cmocka_unit_test_teardown(test_config_units, teardown),
 	};
 

@@ -162,7 +162,8 @@ static void test_handshake_garbage_peer(void **state)
 	close(fd);
 	/* One that connects and says nothing is dropped after the timeout,
 	 * but does not block the others forever either. */
-	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn), RDMX_OK);
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn),
+			 RDMX_OK);
 	pthread_join(t, NULL);
 	assert_int_equal(a.st, RDMX_OK);
 	rdmx_conn_close(conn);
@@ -177,8 +178,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_handshake_same_key, cleanup),
 		cmocka_unit_test_teardown(test_handshake_key_refused, cleanup),
-		cmocka_unit_test_teardown(test_handshake_short_key_is_config_error,
-					  cleanup),
+		cmocka_unit_test_teardown(
+			test_handshake_short_key_is_config_error, cleanup),
 		cmocka_unit_test_teardown(test_handshake_garbage_peer, cleanup),
 	};
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: the tcp frame header, handshake messages and packed descriptors. */
+/* Description: the tcp frame header, handshake messages and packed descriptors.
+ */
 #include <string.h>
 
 #include "harness.h"
@@ -9,11 +10,14 @@
 static void test_tcp_hdr_round_trip(void **state)
 {
 	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_ATOMIC_REQ,
-				  .op = RDMX_TCP_CMP_SWAP, .credits = 3,
-				  .rkey = 0xabcdef01, .seq = 1ull << 40,
-				  .addr = 0x1122334455667788ull, .arg0 = 5,
+				  .op = RDMX_TCP_CMP_SWAP,
+				  .credits = 3,
+				  .rkey = 0xabcdef01,
+				  .seq = 1ull << 40,
+				  .addr = 0x1122334455667788ull,
+				  .arg0 = 5,
 				  .arg1 = ~0ull },
-			     g;
+			    g;
 	uint8_t b[RDMX_TCP_HDR_LEN];
 
 	(void)state;
@@ -63,8 +67,10 @@ static void test_tcp_hdr_rejects_bad_frames(void **state)
 static void test_hs_round_trip(void **state)
 {
 	struct rdmx_hs_msg m = { .version = RDMX_HS_VERSION,
-				 .type = RDMX_HS_WELCOME, .flags = 1,
-				 .code = 4, .transport = 2,
+				 .type = RDMX_HS_WELCOME,
+				 .flags = 1,
+				 .code = 4,
+				 .transport = 2,
 				 .transports = 5 },
 			   g;
 	uint8_t b[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY];
@@ -85,13 +91,16 @@ static void test_hs_round_trip(void **state)
 	assert_memory_equal(g.nonce, m.nonce, sizeof(m.nonce));
 	assert_memory_equal(g.mac, m.mac, sizeof(m.mac));
 	b[0] ^= 1; /* magic */
-	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_ERR_PROTOCOL);
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen),
+			 RDMX_ERR_PROTOCOL);
 	b[0] ^= 1;
 	b[11] ^= 1; /* body length */
-	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_ERR_PROTOCOL);
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen),
+			 RDMX_ERR_PROTOCOL);
 	b[11] ^= 1;
 	b[6] = 99; /* type */
-	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_ERR_PROTOCOL);
+	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen),
+			 RDMX_ERR_PROTOCOL);
 }
 
 static void test_remote_pack(void **state)
@@ -108,7 +117,8 @@ static void test_remote_pack(void **state)
 	assert_int_equal(rdmx_remote_unpack(b, sizeof(b) - 1, &g),
 			 RDMX_ERR_INVALID);
 	b[23] = 9; /* unknown version */
-	assert_int_equal(rdmx_remote_unpack(b, sizeof(b), &g), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_remote_unpack(b, sizeof(b), &g),
+			 RDMX_ERR_INVALID);
 }
 
 static void test_strerror_names_every_status(void **state)
@@ -117,7 +127,8 @@ static void test_strerror_names_every_status(void **state)
 	for (int s = -60; s <= 0; s++)
 		assert_non_null(rdmx_strerror((rdmx_status)s));
 	assert_string_equal(rdmx_strerror(RDMX_OK), "success");
-	assert_non_null(strstr(rdmx_strerror(RDMX_ERR_AUTH), "RDMX_AUTH_KEY_FILE"));
+	assert_non_null(
+		strstr(rdmx_strerror(RDMX_ERR_AUTH), "RDMX_AUTH_KEY_FILE"));
 }
 
 int main(void)

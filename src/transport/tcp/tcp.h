@@ -40,16 +40,16 @@ struct rdmx_tcp_ctx {
 
 /* A frame to transmit: a request (kept until answered) or an answer. */
 struct rdmx_tcp_op {
-	struct rdmx_tcp_op *next;    /* sq or inflight queue */
+	struct rdmx_tcp_op *next; /* sq or inflight queue */
 	struct rdmx_tcp_op *tx_next; /* transmit queue */
 	uint8_t hdr[RDMX_TCP_HDR_LEN];
-	struct rdmx_tcp_hdr h;       /* decoded copy; packed on commit */
+	struct rdmx_tcp_hdr h; /* decoded copy; packed on commit */
 	struct iovec iov[1 + RDMX_MAX_SGE]; /* iov[0] is hdr */
 	int iovcnt;
-	size_t tx_len;               /* sum of iov lengths */
-	bool in_q;                   /* in sq or inflight */
-	bool in_tx;                  /* in the transmit queue */
-	bool needs_credit;           /* SEND, WRITE_IMM */
+	size_t tx_len; /* sum of iov lengths */
+	bool in_q; /* in sq or inflight */
+	bool in_tx; /* in the transmit queue */
+	bool needs_credit; /* SEND, WRITE_IMM */
 	/* requests */
 	uint64_t wr_id;
 	enum rdmx_opcode opcode;
@@ -87,9 +87,9 @@ struct rdmx_tcp_conn {
 
 	/* initiator */
 	uint64_t next_seq;
-	uint32_t outstanding;  /* in sq + inflight */
+	uint32_t outstanding; /* in sq + inflight */
 	uint32_t peer_credits; /* RECVs the peer posted that we may consume */
-	struct rdmx_tcp_queue sq;       /* posted, not yet committed */
+	struct rdmx_tcp_queue sq; /* posted, not yet committed */
 	struct rdmx_tcp_queue inflight; /* committed, awaiting an answer */
 
 	/* transmit */
@@ -109,8 +109,8 @@ struct rdmx_tcp_conn {
 	struct iovec rx_iov[RDMX_MAX_SGE]; /* where payload goes; none: drop */
 	int rx_niov, rx_iov_i;
 	uint64_t rx_left;
-	uint16_t rx_nak;             /* answer with this NAK when placed */
-	struct rdmx_mr *rx_mr;       /* WRITE target, held while placing */
+	uint16_t rx_nak; /* answer with this NAK when placed */
+	struct rdmx_mr *rx_mr; /* WRITE target, held while placing */
 	struct rdmx_tcp_recv *rx_recv; /* RECV a SEND is filling */
 };
 

@@ -100,7 +100,8 @@ static rdmx_status rdmx_tcp_slot_add(struct rdmx_tcp_ctx *tctx,
 		tctx->gens = gens;
 		memset(slots + tctx->nslots, 0,
 		       (n - tctx->nslots) * sizeof(*slots));
-		memset(gens + tctx->nslots, 0, (n - tctx->nslots) * sizeof(*gens));
+		memset(gens + tctx->nslots, 0,
+		       (n - tctx->nslots) * sizeof(*gens));
 		tctx->nslots = n;
 	}
 	tctx->slots[i] = c;
@@ -116,8 +117,7 @@ static void rdmx_tcp_slot_del(struct rdmx_tcp_ctx *tctx, uint64_t key)
 	pthread_mutex_unlock(&tctx->slots_lock);
 }
 
-struct rdmx_tcp_conn *rdmx_tcp_conn_get(struct rdmx_tcp_ctx *tctx,
-					uint64_t key)
+struct rdmx_tcp_conn *rdmx_tcp_conn_get(struct rdmx_tcp_ctx *tctx, uint64_t key)
 {
 	uint32_t i = (uint32_t)key - 1;
 	struct rdmx_tcp_conn *c = NULL;
@@ -183,9 +183,12 @@ void rdmx_tcp_complete(struct rdmx_tcp_conn *c, uint64_t wr_id,
 		       enum rdmx_opcode op, rdmx_status st, uint32_t len,
 		       uint32_t imm)
 {
-	struct rdmx_completion wc = { .wr_id = wr_id, .status = st,
-				      .opcode = op, .byte_len = len,
-				      .imm = imm, .conn = &c->base };
+	struct rdmx_completion wc = { .wr_id = wr_id,
+				      .status = st,
+				      .opcode = op,
+				      .byte_len = len,
+				      .imm = imm,
+				      .conn = &c->base };
 
 	rdmx_cq_push(c->base.cq, &wc);
 }

@@ -191,7 +191,9 @@ rdmx_status rdmx_tcp_answer(struct rdmx_tcp_conn *c, struct rdmx_tcp_hdr *h,
 rdmx_status rdmx_tcp_ack(struct rdmx_tcp_conn *c, uint64_t seq)
 {
 	struct rdmx_tcp_op *op = c->tx_tail;
-	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_ACK, .seq = seq, .arg0 = seq };
+	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_ACK,
+				  .seq = seq,
+				  .arg0 = seq };
 
 	/*
 	 * An ACK at the tail, not yet started, may grow to cover @seq: nothing
@@ -211,7 +213,8 @@ rdmx_status rdmx_tcp_ack(struct rdmx_tcp_conn *c, uint64_t seq)
 static void rdmx_tcp_op_fill(struct rdmx_tcp_op *op, const struct rdmx_wr *wr,
 			     uint64_t total)
 {
-	bool payload = wr->opcode == RDMX_OP_SEND || wr->opcode == RDMX_OP_WRITE ||
+	bool payload = wr->opcode == RDMX_OP_SEND ||
+		       wr->opcode == RDMX_OP_WRITE ||
 		       wr->opcode == RDMX_OP_WRITE_IMM;
 	struct iovec *dst = payload ? op->iov + 1 : op->local;
 
@@ -245,8 +248,8 @@ static void rdmx_tcp_op_fill(struct rdmx_tcp_op *op, const struct rdmx_wr *wr,
 		break;
 	default: /* atomics */
 		op->h.type = RDMX_TCP_ATOMIC_REQ;
-		op->h.op = wr->opcode == RDMX_OP_FETCH_ADD ? RDMX_TCP_FETCH_ADD :
-							     RDMX_TCP_CMP_SWAP;
+		op->h.op = wr->opcode == RDMX_OP_FETCH_ADD ? RDMX_TCP_FETCH_ADD
+							   : RDMX_TCP_CMP_SWAP;
 		op->h.length = 0;
 		op->h.arg0 = wr->compare_add;
 		op->h.arg1 = wr->swap;
@@ -265,8 +268,8 @@ rdmx_status rdmx_tcp_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 		total += wr->sg_list[i].length;
 	if (total > RDMX_TCP_MAX_MSG) {
 		rdmx_error("post: %llu bytes exceed the tcp transport's limit "
-			   "of %u per work request", (unsigned long long)total,
-			   RDMX_TCP_MAX_MSG);
+			   "of %u per work request",
+			   (unsigned long long)total, RDMX_TCP_MAX_MSG);
 		return RDMX_ERR_INVALID;
 	}
 	op = calloc(1, sizeof(*op));

@@ -24,7 +24,8 @@
 static void rdmx_tcp_proto_fail(struct rdmx_tcp_conn *c, const char *what)
 {
 	rdmx_error("tcp connection to %s: %s (frame type %u seq %llu); "
-		   "closing it", c->base.info.peer_addr, what, c->rx_h.type,
+		   "closing it",
+		   c->base.info.peer_addr, what, c->rx_h.type,
 		   (unsigned long long)c->rx_h.seq);
 	rdmx_tcp_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
@@ -67,8 +68,8 @@ static ssize_t rdmx_tcp_rx_fill(struct rdmx_tcp_conn *c)
 }
 
 /* Expect @len payload bytes, to land in @dst (NULL: read and drop them). */
-static void rdmx_tcp_rx_expect(struct rdmx_tcp_conn *c,
-			       const struct iovec *dst, int ndst)
+static void rdmx_tcp_rx_expect(struct rdmx_tcp_conn *c, const struct iovec *dst,
+			       int ndst)
 {
 	uint64_t left = c->rx_h.length;
 
@@ -110,7 +111,9 @@ static void rdmx_tcp_rx_consume(struct rdmx_tcp_conn *c, const uint8_t *src,
 
 static void rdmx_tcp_nak(struct rdmx_tcp_conn *c, uint64_t seq, uint8_t code)
 {
-	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_NAK, .op = code, .seq = seq };
+	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_NAK,
+				  .op = code,
+				  .seq = seq };
 
 	rdmx_tcp_answer(c, &h, NULL, NULL);
 }
@@ -199,7 +202,8 @@ static void rdmx_tcp_rx_write(struct rdmx_tcp_conn *c)
 static void rdmx_tcp_rx_read_req(struct rdmx_tcp_conn *c)
 {
 	const struct rdmx_tcp_hdr *h = &c->rx_h;
-	struct rdmx_tcp_hdr a = { .type = RDMX_TCP_READ_RESP, .seq = h->seq,
+	struct rdmx_tcp_hdr a = { .type = RDMX_TCP_READ_RESP,
+				  .seq = h->seq,
 				  .length = h->length };
 	struct iovec src;
 	struct rdmx_mr *mr = NULL;
@@ -212,7 +216,8 @@ static void rdmx_tcp_rx_read_req(struct rdmx_tcp_conn *c)
 			return;
 		}
 	}
-	/* The reference keeps the region registered until the bytes are sent. */
+	/* The reference keeps the region registered until the bytes are sent.
+	 */
 	src.iov_base = (void *)(uintptr_t)h->addr;
 	src.iov_len = h->length;
 	rdmx_tcp_answer(c, &a, mr, &src);
@@ -268,13 +273,14 @@ static void rdmx_tcp_rx_nak(struct rdmx_tcp_conn *c)
 
 	if (!op)
 		return;
-	/* A refused WRITE_IMM never reached a RECV: its credit is still ours. */
+	/* A refused WRITE_IMM never reached a RECV: its credit is still ours.
+	 */
 	if (op->h.type == RDMX_TCP_WRITE_IMM &&
 	    c->rx_h.op == RDMX_TCP_NAK_ACCESS)
 		c->peer_credits++;
-	rdmx_tcp_retire(c, c->rx_h.op == RDMX_TCP_NAK_LENGTH ?
-				   RDMX_ERR_REMOTE_INVALID :
-				   RDMX_ERR_REMOTE_ACCESS);
+	rdmx_tcp_retire(c, c->rx_h.op == RDMX_TCP_NAK_LENGTH
+				   ? RDMX_ERR_REMOTE_INVALID
+				   : RDMX_ERR_REMOTE_ACCESS);
 }
 
 static void rdmx_tcp_rx_read_resp(struct rdmx_tcp_conn *c)
@@ -385,8 +391,9 @@ static void rdmx_tcp_rx_done(struct rdmx_tcp_conn *c)
 		}
 		if (h->type == RDMX_TCP_WRITE_IMM) {
 			r = rdmx_tcp_rq_pop(c);
-			rdmx_tcp_complete(c, r->wr_id, RDMX_OP_RECV_IMM, RDMX_OK,
-					  h->length, (uint32_t)h->arg0);
+			rdmx_tcp_complete(c, r->wr_id, RDMX_OP_RECV_IMM,
+					  RDMX_OK, h->length,
+					  (uint32_t)h->arg0);
 			free(r);
 		}
 		rdmx_tcp_ack(c, h->seq);
@@ -460,7 +467,8 @@ void rdmx_tcp_rx_progress(struct rdmx_tcp_conn *c)
 		}
 		if (budget <= 0)
 			break;
-		n = c->rx_in_payload ? rdmx_tcp_rx_read(c) : rdmx_tcp_rx_fill(c);
+		n = c->rx_in_payload ? rdmx_tcp_rx_read(c)
+				     : rdmx_tcp_rx_fill(c);
 		if (n <= 0)
 			break;
 		budget -= n;
