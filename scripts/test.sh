@@ -62,5 +62,5 @@ stage "suite under TSan"
 
 stage "suite (every case by name)"
 (cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
-	grep -E '^[0-9]+: \[|Test *#|tests passed|tests failed|FAILED|Passed|\*\*\*|skip:' 
+	grep -E '^[0-9]+: (\[|ok |FAIL )|Test *#|tests passed|tests failed|FAILED|Passed|\*\*\*|skip:'
 exit "${PIPESTATUS[0]}"
