@@ -17,7 +17,7 @@
 
 #include "bytes.h"
 #include "core.h"
-#include "tcp.h"
+#include "sw.h"
 
 #define REGION 4096
 

@@ -5,27 +5,27 @@
 
 #include "harness.h"
 #include "handshake_proto.h"
-#include "tcp_proto.h"
+#include "sw_proto.h"
 
 static void test_tcp_hdr_round_trip(void **state)
 {
-	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_ATOMIC_REQ,
-				  .op = RDMX_TCP_CMP_SWAP,
-				  .credits = 3,
-				  .rkey = 0xabcdef01,
-				  .seq = 1ull << 40,
-				  .addr = 0x1122334455667788ull,
-				  .arg0 = 5,
-				  .arg1 = ~0ull },
-			    g;
-	uint8_t b[RDMX_TCP_HDR_LEN];
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_ATOMIC_REQ,
+				 .op = RDMX_SW_CMP_SWAP,
+				 .credits = 3,
+				 .rkey = 0xabcdef01,
+				 .seq = 1ull << 40,
+				 .addr = 0x1122334455667788ull,
+				 .arg0 = 5,
+				 .arg1 = ~0ull },
+			   g;
+	uint8_t b[RDMX_SW_HDR_LEN];
 
 	(void)state;
-	rdmx_tcp_hdr_pack(&h, b);
-	assert_int_equal(b[0], RDMX_TCP_PROTO_VERSION);
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(b[0], RDMX_SW_PROTO_VERSION);
 	assert_int_equal(b[16], 0); /* big-endian seq */
 	assert_int_equal(b[18], 1);
-	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_OK);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_OK);
 	assert_int_equal(g.type, h.type);
 	assert_int_equal(g.op, h.op);
 	assert_int_equal(g.credits, 3);
@@ -38,30 +38,30 @@ static void test_tcp_hdr_round_trip(void **state)
 
 static void test_tcp_hdr_rejects_bad_frames(void **state)
 {
-	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_WRITE, .length = 10 }, g;
-	uint8_t b[RDMX_TCP_HDR_LEN], bad[RDMX_TCP_HDR_LEN];
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_WRITE, .length = 10 }, g;
+	uint8_t b[RDMX_SW_HDR_LEN], bad[RDMX_SW_HDR_LEN];
 
 	(void)state;
-	rdmx_tcp_hdr_pack(&h, b);
-	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_OK);
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_OK);
 	memcpy(bad, b, sizeof(b));
 	bad[0] = 2; /* version */
-	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
 	memcpy(bad, b, sizeof(b));
-	bad[1] = RDMX_TCP_TYPE_MAX + 1;
-	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	bad[1] = RDMX_SW_TYPE_MAX + 1;
+	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
 	memcpy(bad, b, sizeof(b));
 	bad[3] = 1; /* reserved */
-	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
 	memcpy(bad, b, sizeof(b));
 	bad[8] = 0x80; /* length 2^31 + 10 */
-	assert_int_equal(rdmx_tcp_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
-	h = (struct rdmx_tcp_hdr){ .type = RDMX_TCP_ACK, .length = 1 };
-	rdmx_tcp_hdr_pack(&h, b); /* an ACK carries no payload */
-	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
-	h = (struct rdmx_tcp_hdr){ .type = RDMX_TCP_ATOMIC_REQ, .op = 9 };
-	rdmx_tcp_hdr_pack(&h, b);
-	assert_int_equal(rdmx_tcp_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_ACK, .length = 1 };
+	rdmx_sw_hdr_pack(&h, b); /* an ACK carries no payload */
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_ATOMIC_REQ, .op = 9 };
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
 }
 
 static void test_hs_round_trip(void **state)

@@ -1,17 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 #include "tcp.h"
 
+static const struct rdmx_sw_transport rdmx_tcp_transport = {
+	.ops = &rdmx_tcp_ops,
+	.pipe = &rdmx_tcp_pipe,
+};
+
+static rdmx_status rdmx_tcp_open(struct rdmx_ctx *ctx, void **priv_p)
+{
+	return rdmx_sw_open(ctx, &rdmx_tcp_transport, priv_p);
+}
+
+/* The control socket, past its handshake, is the data path. */
+static rdmx_status rdmx_tcp_conn_create(void *priv, int fd,
+					const struct rdmx_conn_attr *attr,
+					struct rdmx_conn **conn_p)
+{
+	return rdmx_sw_conn_create(priv, fd, -1, NULL, attr, conn_p);
+}
+
 const struct rdmx_transport_ops rdmx_tcp_ops = {
 	.name = "tcp",
 	.id = RDMX_TRANSPORT_TCP,
 	.caps = RDMX_CAP_SEND | RDMX_CAP_WRITE | RDMX_CAP_WRITE_IMM |
 		RDMX_CAP_READ | RDMX_CAP_ATOMIC,
 	.open = rdmx_tcp_open,
-	.close = rdmx_tcp_close,
+	.close = rdmx_sw_close,
 	.conn_create = rdmx_tcp_conn_create,
-	.conn_close = rdmx_tcp_conn_close,
-	.post_send = rdmx_tcp_post_send,
-	.post_recv = rdmx_tcp_post_recv,
-	.progress = rdmx_tcp_progress,
-	.progress_fd = rdmx_tcp_progress_fd,
+	.conn_close = rdmx_sw_conn_close,
+	.post_send = rdmx_sw_post_send,
+	.post_recv = rdmx_sw_post_recv,
+	.progress = rdmx_sw_progress,
+	.progress_fd = rdmx_sw_progress_fd,
 };

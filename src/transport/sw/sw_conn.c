@@ -7,18 +7,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tcp.h"
+#include "sw.h"
 
-rdmx_status rdmx_tcp_open(struct rdmx_ctx *ctx, void **priv_p)
+rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
+			 const struct rdmx_sw_transport *tp, void **priv_p)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
-	struct rdmx_tcp_ctx *tctx;
+	struct rdmx_sw_ctx *tctx;
 	int rc;
 
 	tctx = calloc(1, sizeof(*tctx));
 	if (!tctx)
 		return RDMX_ERR_NOMEM;
 	tctx->ctx = ctx;
+	tctx->tp = tp;
 	pthread_mutex_init(&tctx->slots_lock, NULL);
 	tctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (tctx->epfd < 0) {
@@ -36,10 +38,11 @@ rdmx_status rdmx_tcp_open(struct rdmx_ctx *ctx, void **priv_p)
 		goto err_efd;
 	}
 	if (ctx->cfg.progress_thread) {
-		rc = pthread_create(&tctx->thread, NULL, rdmx_tcp_thread, tctx);
+		rc = pthread_create(&tctx->thread, NULL, rdmx_sw_thread, tctx);
 		if (rc) {
 			errno = rc;
-			rdmx_error("pthread_create for tcp progress: %m");
+			rdmx_error("pthread_create for %s progress: %m",
+				   tp->ops->name);
 			goto err_efd;
 		}
 		tctx->thread_running = true;
@@ -57,14 +60,15 @@ err_free:
 	return RDMX_ERR_SYSTEM;
 }
 
-void rdmx_tcp_close(void *priv)
+void rdmx_sw_close(void *priv)
 {
-	struct rdmx_tcp_ctx *tctx = priv;
+	struct rdmx_sw_ctx *tctx = priv;
 	uint64_t one = 1;
 
 	if (tctx->thread_running) {
 		if (write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
-			rdmx_error("cannot stop the tcp progress thread: %m");
+			rdmx_error("cannot stop the %s progress thread: %m",
+				   tctx->tp->ops->name);
 		pthread_join(tctx->thread, NULL);
 	}
 	close(tctx->stop_efd);
@@ -76,8 +80,8 @@ void rdmx_tcp_close(void *priv)
 }
 
 /* Give @c a slot and its key. */
-static rdmx_status rdmx_tcp_slot_add(struct rdmx_tcp_ctx *tctx,
-				     struct rdmx_tcp_conn *c)
+static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
+				    struct rdmx_sw_conn *c)
 {
 	uint32_t i, n;
 
@@ -85,7 +89,7 @@ static rdmx_status rdmx_tcp_slot_add(struct rdmx_tcp_ctx *tctx,
 	for (i = 0; i < tctx->nslots && tctx->slots[i]; i++)
 		;
 	if (i == tctx->nslots) {
-		struct rdmx_tcp_conn **slots;
+		struct rdmx_sw_conn **slots;
 		uint32_t *gens;
 
 		n = tctx->nslots ? tctx->nslots * 2 : 16;
@@ -110,17 +114,17 @@ static rdmx_status rdmx_tcp_slot_add(struct rdmx_tcp_ctx *tctx,
 	return RDMX_OK;
 }
 
-static void rdmx_tcp_slot_del(struct rdmx_tcp_ctx *tctx, uint64_t key)
+static void rdmx_sw_slot_del(struct rdmx_sw_ctx *tctx, uint64_t key)
 {
 	pthread_mutex_lock(&tctx->slots_lock);
 	tctx->slots[(uint32_t)key - 1] = NULL;
 	pthread_mutex_unlock(&tctx->slots_lock);
 }
 
-struct rdmx_tcp_conn *rdmx_tcp_conn_get(struct rdmx_tcp_ctx *tctx, uint64_t key)
+struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key)
 {
 	uint32_t i = (uint32_t)key - 1;
-	struct rdmx_tcp_conn *c = NULL;
+	struct rdmx_sw_conn *c = NULL;
 
 	pthread_mutex_lock(&tctx->slots_lock);
 	if (i < tctx->nslots && tctx->gens[i] == key >> 32) {
@@ -132,39 +136,56 @@ struct rdmx_tcp_conn *rdmx_tcp_conn_get(struct rdmx_tcp_ctx *tctx, uint64_t key)
 	return c;
 }
 
-void rdmx_tcp_conn_put(struct rdmx_tcp_conn *c)
+void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
-	close(c->fd);
+	c->tctx->tp->pipe->destroy(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
-rdmx_status rdmx_tcp_conn_create(void *priv, int fd,
-				 const struct rdmx_conn_attr *attr,
-				 struct rdmx_conn **conn_p)
+static int rdmx_sw_watch(struct rdmx_sw_conn *c, int op)
 {
-	struct rdmx_tcp_ctx *tctx = priv;
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct rdmx_tcp_conn *c;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = c->key };
+
+	if (epoll_ctl(c->tctx->epfd, op, c->fd,
+		      op == EPOLL_CTL_DEL ? NULL : &ev))
+		return -1;
+	if (c->fd2 >= 0 && epoll_ctl(c->tctx->epfd, op, c->fd2,
+				     op == EPOLL_CTL_DEL ? NULL : &ev))
+		return -1;
+	return 0;
+}
+
+rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
+				void *pipe_priv,
+				const struct rdmx_conn_attr *attr,
+				struct rdmx_conn **conn_p)
+{
+	struct rdmx_sw_conn *c;
 	rdmx_status st;
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		close(fd);
+		struct rdmx_sw_conn tmp = { .fd = fd,
+					    .fd2 = fd2,
+					    .pipe_priv = pipe_priv };
+
+		e->tp->pipe->destroy(&tmp);
 		return RDMX_ERR_NOMEM;
 	}
-	rdmx_conn_init(&c->base, tctx->ctx, &rdmx_tcp_ops, attr);
-	c->tctx = tctx;
+	rdmx_conn_init(&c->base, e->ctx, e->tp->ops, attr);
+	c->tctx = e;
 	c->fd = fd;
+	c->fd2 = fd2;
+	c->pipe_priv = pipe_priv;
 	atomic_init(&c->refs, 1);
 	pthread_mutex_init(&c->lock, NULL);
-	st = rdmx_tcp_slot_add(tctx, c);
+	st = rdmx_sw_slot_add(e, c);
 	if (st)
 		goto err_free;
-	ev.data.u64 = c->key;
-	if (epoll_ctl(tctx->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+	if (rdmx_sw_watch(c, EPOLL_CTL_ADD)) {
 		rdmx_error("epoll_ctl add fd %d: %m", fd);
 		st = RDMX_ERR_SYSTEM;
 		goto err_slot;
@@ -173,15 +194,24 @@ rdmx_status rdmx_tcp_conn_create(void *priv, int fd,
 	return RDMX_OK;
 
 err_slot:
-	rdmx_tcp_slot_del(tctx, c->key);
+	rdmx_sw_slot_del(e, c->key);
 err_free:
-	rdmx_tcp_conn_put(c);
+	rdmx_sw_conn_put(c);
 	return st;
 }
 
-void rdmx_tcp_complete(struct rdmx_tcp_conn *c, uint64_t wr_id,
-		       enum rdmx_opcode op, rdmx_status st, uint32_t len,
-		       uint32_t imm)
+void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0),
+				  .data.u64 = c->key };
+
+	if (epoll_ctl(c->tctx->epfd, EPOLL_CTL_MOD, c->fd, &ev))
+		rdmx_error("epoll_ctl mod fd %d: %m", c->fd);
+}
+
+void rdmx_sw_complete(struct rdmx_sw_conn *c, uint64_t wr_id,
+		      enum rdmx_opcode op, rdmx_status st, uint32_t len,
+		      uint32_t imm)
 {
 	struct rdmx_completion wc = { .wr_id = wr_id,
 				      .status = st,
@@ -193,62 +223,62 @@ void rdmx_tcp_complete(struct rdmx_tcp_conn *c, uint64_t wr_id,
 	rdmx_cq_push(c->base.cq, &wc);
 }
 
-static void rdmx_tcp_flush_queue(struct rdmx_tcp_conn *c,
-				 struct rdmx_tcp_queue *q, rdmx_status st)
+static void rdmx_sw_flush_queue(struct rdmx_sw_conn *c, struct rdmx_sw_queue *q,
+				rdmx_status st)
 {
-	struct rdmx_tcp_op *op;
+	struct rdmx_sw_op *op;
 
 	while ((op = q->head)) {
 		q->head = op->next;
-		rdmx_tcp_complete(c, op->wr_id, op->opcode, st, 0, 0);
+		rdmx_sw_complete(c, op->wr_id, op->opcode, st, 0, 0);
 		c->outstanding--;
 		op->in_q = false;
-		rdmx_tcp_op_drop(op);
+		rdmx_sw_op_drop(op);
 	}
 	q->tail = NULL;
 }
 
-void rdmx_tcp_conn_fail(struct rdmx_tcp_conn *c, rdmx_status st)
+void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 {
-	struct rdmx_tcp_recv *r;
-	struct rdmx_tcp_op *op;
+	struct rdmx_sw_recv *r;
+	struct rdmx_sw_op *op;
 
 	if (c->dead)
 		return;
 	c->dead = true;
 	/* Oldest first, so completions stay in posting order. */
-	rdmx_tcp_flush_queue(c, &c->inflight, st);
-	rdmx_tcp_flush_queue(c, &c->sq, st);
+	rdmx_sw_flush_queue(c, &c->inflight, st);
+	rdmx_sw_flush_queue(c, &c->sq, st);
 	while ((op = c->tx_head)) {
 		c->tx_head = op->tx_next;
 		op->in_tx = false;
-		rdmx_tcp_op_drop(op);
+		rdmx_sw_op_drop(op);
 	}
 	c->tx_tail = NULL;
 	while ((r = c->rq_head)) {
 		c->rq_head = r->next;
-		rdmx_tcp_complete(c, r->wr_id, RDMX_OP_RECV, st, 0, 0);
+		rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV, st, 0, 0);
 		free(r);
 	}
 	if (c->rx_recv) {
-		rdmx_tcp_complete(c, c->rx_recv->wr_id, RDMX_OP_RECV, st, 0, 0);
+		rdmx_sw_complete(c, c->rx_recv->wr_id, RDMX_OP_RECV, st, 0, 0);
 		free(c->rx_recv);
 		c->rx_recv = NULL;
 	}
 	rdmx_mr_release(c->rx_mr);
 	c->rx_mr = NULL;
 	c->rq_count = 0;
-	epoll_ctl(c->tctx->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	shutdown(c->fd, SHUT_RDWR);
+	rdmx_sw_watch(c, EPOLL_CTL_DEL);
+	c->tctx->tp->pipe->shutdown(c);
 }
 
-void rdmx_tcp_conn_close(struct rdmx_conn *conn)
+void rdmx_sw_conn_close(struct rdmx_conn *conn)
 {
-	struct rdmx_tcp_conn *c = to_tcp_conn(conn);
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
 
 	pthread_mutex_lock(&c->lock);
-	rdmx_tcp_conn_fail(c, RDMX_ERR_FLUSHED);
+	rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
 	pthread_mutex_unlock(&c->lock);
-	rdmx_tcp_slot_del(c->tctx, c->key);
-	rdmx_tcp_conn_put(c);
+	rdmx_sw_slot_del(c->tctx, c->key);
+	rdmx_sw_conn_put(c);
 }

@@ -9,11 +9,11 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "tcp.h"
+#include "sw.h"
 
-#define RDMX_TCP_TX_IOV 64
+#define RDMX_SW_TX_IOV 64
 
-void rdmx_tcp_op_drop(struct rdmx_tcp_op *op)
+void rdmx_sw_op_drop(struct rdmx_sw_op *op)
 {
 	if (op->in_q || op->in_tx)
 		return;
@@ -21,7 +21,7 @@ void rdmx_tcp_op_drop(struct rdmx_tcp_op *op)
 	free(op);
 }
 
-static void rdmx_tcp_q_push(struct rdmx_tcp_queue *q, struct rdmx_tcp_op *op)
+static void rdmx_sw_q_push(struct rdmx_sw_queue *q, struct rdmx_sw_op *op)
 {
 	op->next = NULL;
 	if (q->tail)
@@ -31,9 +31,9 @@ static void rdmx_tcp_q_push(struct rdmx_tcp_queue *q, struct rdmx_tcp_op *op)
 	q->tail = op;
 }
 
-static struct rdmx_tcp_op *rdmx_tcp_q_pop(struct rdmx_tcp_queue *q)
+static struct rdmx_sw_op *rdmx_sw_q_pop(struct rdmx_sw_queue *q)
 {
-	struct rdmx_tcp_op *op = q->head;
+	struct rdmx_sw_op *op = q->head;
 
 	q->head = op->next;
 	if (!q->head)
@@ -42,13 +42,13 @@ static struct rdmx_tcp_op *rdmx_tcp_q_pop(struct rdmx_tcp_queue *q)
 }
 
 /* Pack the header (handing over pending credits) and queue for sending. */
-static void rdmx_tcp_tx_append(struct rdmx_tcp_conn *c, struct rdmx_tcp_op *op)
+static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 {
 	op->h.credits = c->grant;
 	c->grant = 0;
-	rdmx_tcp_hdr_pack(&op->h, op->hdr);
+	rdmx_sw_hdr_pack(&op->h, op->hdr);
 	op->iov[0].iov_base = op->hdr;
-	op->iov[0].iov_len = RDMX_TCP_HDR_LEN;
+	op->iov[0].iov_len = RDMX_SW_HDR_LEN;
 	op->tx_len = 0;
 	for (int i = 0; i < op->iovcnt; i++)
 		op->tx_len += op->iov[i].iov_len;
@@ -61,22 +61,18 @@ static void rdmx_tcp_tx_append(struct rdmx_tcp_conn *c, struct rdmx_tcp_op *op)
 	c->tx_tail = op;
 }
 
-/* Arm EPOLLOUT exactly while frames wait for room in the socket. */
-static void rdmx_tcp_want_out(struct rdmx_tcp_conn *c, bool want)
+/* Ask for a wake-up exactly while frames wait for room in the pipe. */
+static void rdmx_sw_want_out(struct rdmx_sw_conn *c, bool want)
 {
-	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0),
-				  .data.u64 = c->key };
-
 	if (want == c->want_out)
 		return;
-	if (epoll_ctl(c->tctx->epfd, EPOLL_CTL_MOD, c->fd, &ev))
-		rdmx_error("epoll_ctl mod fd %d: %m", c->fd);
+	c->tctx->tp->pipe->want_out(c, want);
 	c->want_out = want;
 }
 
-static void rdmx_tcp_tx_advance(struct rdmx_tcp_conn *c, size_t sent)
+static void rdmx_sw_tx_advance(struct rdmx_sw_conn *c, size_t sent)
 {
-	struct rdmx_tcp_op *op;
+	struct rdmx_sw_op *op;
 
 	c->tx_off += sent;
 	while ((op = c->tx_head) && c->tx_off >= op->tx_len) {
@@ -85,19 +81,19 @@ static void rdmx_tcp_tx_advance(struct rdmx_tcp_conn *c, size_t sent)
 		if (!c->tx_head)
 			c->tx_tail = NULL;
 		op->in_tx = false;
-		rdmx_tcp_op_drop(op);
+		rdmx_sw_op_drop(op);
 	}
 }
 
-/* Gather up to RDMX_TCP_TX_IOV pieces of queued frames, past tx_off. */
-static int rdmx_tcp_tx_gather(struct rdmx_tcp_conn *c, struct iovec *iov)
+/* Gather up to RDMX_SW_TX_IOV pieces of queued frames, past tx_off. */
+static int rdmx_sw_tx_gather(struct rdmx_sw_conn *c, struct iovec *iov)
 {
 	size_t skip = c->tx_off;
 	int n = 0;
 
-	for (struct rdmx_tcp_op *op = c->tx_head; op && n < RDMX_TCP_TX_IOV;
+	for (struct rdmx_sw_op *op = c->tx_head; op && n < RDMX_SW_TX_IOV;
 	     op = op->tx_next) {
-		for (int i = 0; i < op->iovcnt && n < RDMX_TCP_TX_IOV; i++) {
+		for (int i = 0; i < op->iovcnt && n < RDMX_SW_TX_IOV; i++) {
 			const struct iovec *v = &op->iov[i];
 
 			if (skip >= v->iov_len) {
@@ -112,34 +108,31 @@ static int rdmx_tcp_tx_gather(struct rdmx_tcp_conn *c, struct iovec *iov)
 	return n;
 }
 
-static void rdmx_tcp_tx_flush(struct rdmx_tcp_conn *c)
+static void rdmx_sw_tx_flush(struct rdmx_sw_conn *c)
 {
-	struct iovec iov[RDMX_TCP_TX_IOV];
-	struct msghdr msg = { .msg_iov = iov };
+	struct iovec iov[RDMX_SW_TX_IOV];
 	ssize_t n;
 
 	while (c->tx_head) {
-		msg.msg_iovlen = (size_t)rdmx_tcp_tx_gather(c, iov);
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = c->tctx->tp->pipe->sendv(c, iov, rdmx_sw_tx_gather(c, iov));
 		if (n > 0) {
-			rdmx_tcp_tx_advance(c, (size_t)n);
+			rdmx_sw_tx_advance(c, (size_t)n);
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n == -EAGAIN)
 			break;
-		rdmx_info("tcp connection to %s lost while sending: %m",
-			  c->base.info.peer_addr);
-		rdmx_tcp_conn_fail(c, RDMX_ERR_CONN_LOST);
+		errno = (int)-n;
+		rdmx_info("%s connection to %s lost while sending: %m",
+			  c->base.ops->name, c->base.info.peer_addr);
+		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 		return;
 	}
-	rdmx_tcp_want_out(c, c->tx_head != NULL);
+	rdmx_sw_want_out(c, c->tx_head != NULL);
 }
 
-void rdmx_tcp_tx_progress(struct rdmx_tcp_conn *c)
+void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 {
-	struct rdmx_tcp_op *op;
+	struct rdmx_sw_op *op;
 
 	if (c->dead)
 		return;
@@ -150,33 +143,33 @@ void rdmx_tcp_tx_progress(struct rdmx_tcp_conn *c)
 				break;
 			c->peer_credits--;
 		}
-		rdmx_tcp_q_pop(&c->sq);
-		rdmx_tcp_q_push(&c->inflight, op);
-		rdmx_tcp_tx_append(c, op);
+		rdmx_sw_q_pop(&c->sq);
+		rdmx_sw_q_push(&c->inflight, op);
+		rdmx_sw_tx_append(c, op);
 	}
 	/* Credits ride on any frame; with none going out, send one. */
 	if (c->grant && !c->tx_head) {
 		op = calloc(1, sizeof(*op));
 		if (op) {
-			op->h.type = RDMX_TCP_CREDIT;
+			op->h.type = RDMX_SW_CREDIT;
 			op->iovcnt = 1;
-			rdmx_tcp_tx_append(c, op);
+			rdmx_sw_tx_append(c, op);
 		}
 	}
-	rdmx_tcp_tx_flush(c);
+	rdmx_sw_tx_flush(c);
 }
 
-rdmx_status rdmx_tcp_answer(struct rdmx_tcp_conn *c, struct rdmx_tcp_hdr *h,
-			    struct rdmx_mr *mr, const struct iovec *payload)
+rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
+			   struct rdmx_mr *mr, const struct iovec *payload)
 {
-	struct rdmx_tcp_op *op = calloc(1, sizeof(*op));
+	struct rdmx_sw_op *op = calloc(1, sizeof(*op));
 
 	if (!op) {
 		/* An answer cannot be skipped without breaking the order. */
 		rdmx_mr_release(mr);
-		rdmx_error("tcp: out of memory answering %s; closing",
-			   c->base.info.peer_addr);
-		rdmx_tcp_conn_fail(c, RDMX_ERR_CONN_LOST);
+		rdmx_error("%s: out of memory answering %s; closing",
+			   c->base.ops->name, c->base.info.peer_addr);
+		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 		return RDMX_ERR_NOMEM;
 	}
 	op->h = *h;
@@ -184,34 +177,32 @@ rdmx_status rdmx_tcp_answer(struct rdmx_tcp_conn *c, struct rdmx_tcp_hdr *h,
 	op->iovcnt = 1;
 	if (payload && payload->iov_len)
 		op->iov[op->iovcnt++] = *payload;
-	rdmx_tcp_tx_append(c, op);
+	rdmx_sw_tx_append(c, op);
 	return RDMX_OK;
 }
 
-rdmx_status rdmx_tcp_ack(struct rdmx_tcp_conn *c, uint64_t seq)
+rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq)
 {
-	struct rdmx_tcp_op *op = c->tx_tail;
-	struct rdmx_tcp_hdr h = { .type = RDMX_TCP_ACK,
-				  .seq = seq,
-				  .arg0 = seq };
+	struct rdmx_sw_op *op = c->tx_tail;
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_ACK, .seq = seq, .arg0 = seq };
 
 	/*
 	 * An ACK at the tail, not yet started, may grow to cover @seq: nothing
 	 * queued after it can be overtaken. Anywhere else it could be.
 	 */
-	if (op && op->h.type == RDMX_TCP_ACK &&
+	if (op && op->h.type == RDMX_SW_ACK &&
 	    !(op == c->tx_head && c->tx_off)) {
 		op->h.seq = seq;
 		op->h.arg0 = seq;
-		rdmx_tcp_hdr_pack(&op->h, op->hdr);
+		rdmx_sw_hdr_pack(&op->h, op->hdr);
 		return RDMX_OK;
 	}
-	return rdmx_tcp_answer(c, &h, NULL, NULL);
+	return rdmx_sw_answer(c, &h, NULL, NULL);
 }
 
 /* Fill @op's frame and bookkeeping from a checked work request. */
-static void rdmx_tcp_op_fill(struct rdmx_tcp_op *op, const struct rdmx_wr *wr,
-			     uint64_t total)
+static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
+			    uint64_t total)
 {
 	bool payload = wr->opcode == RDMX_OP_SEND ||
 		       wr->opcode == RDMX_OP_WRITE ||
@@ -232,24 +223,24 @@ static void rdmx_tcp_op_fill(struct rdmx_tcp_op *op, const struct rdmx_wr *wr,
 	op->h.length = (uint32_t)total;
 	switch (wr->opcode) {
 	case RDMX_OP_SEND:
-		op->h.type = RDMX_TCP_SEND;
+		op->h.type = RDMX_SW_SEND;
 		op->needs_credit = true;
 		break;
 	case RDMX_OP_WRITE:
-		op->h.type = RDMX_TCP_WRITE;
+		op->h.type = RDMX_SW_WRITE;
 		break;
 	case RDMX_OP_WRITE_IMM:
-		op->h.type = RDMX_TCP_WRITE_IMM;
+		op->h.type = RDMX_SW_WRITE_IMM;
 		op->h.arg0 = wr->imm;
 		op->needs_credit = true;
 		break;
 	case RDMX_OP_READ:
-		op->h.type = RDMX_TCP_READ_REQ;
+		op->h.type = RDMX_SW_READ_REQ;
 		break;
 	default: /* atomics */
-		op->h.type = RDMX_TCP_ATOMIC_REQ;
-		op->h.op = wr->opcode == RDMX_OP_FETCH_ADD ? RDMX_TCP_FETCH_ADD
-							   : RDMX_TCP_CMP_SWAP;
+		op->h.type = RDMX_SW_ATOMIC_REQ;
+		op->h.op = wr->opcode == RDMX_OP_FETCH_ADD ? RDMX_SW_FETCH_ADD
+							   : RDMX_SW_CMP_SWAP;
 		op->h.length = 0;
 		op->h.arg0 = wr->compare_add;
 		op->h.arg1 = wr->swap;
@@ -257,25 +248,26 @@ static void rdmx_tcp_op_fill(struct rdmx_tcp_op *op, const struct rdmx_wr *wr,
 	}
 }
 
-rdmx_status rdmx_tcp_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
+rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 {
-	struct rdmx_tcp_conn *c = to_tcp_conn(conn);
-	struct rdmx_tcp_op *op;
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	struct rdmx_sw_op *op;
 	uint64_t total = 0;
 	rdmx_status st = RDMX_OK;
 
 	for (int i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
-	if (total > RDMX_TCP_MAX_MSG) {
-		rdmx_error("post: %llu bytes exceed the tcp transport's limit "
-			   "of %u per work request",
-			   (unsigned long long)total, RDMX_TCP_MAX_MSG);
+	if (total > RDMX_SW_MAX_MSG) {
+		rdmx_error(
+			"post: %llu bytes exceed the software transports' limit "
+			"of %u per work request",
+			(unsigned long long)total, RDMX_SW_MAX_MSG);
 		return RDMX_ERR_INVALID;
 	}
 	op = calloc(1, sizeof(*op));
 	if (!op)
 		return RDMX_ERR_NOMEM;
-	rdmx_tcp_op_fill(op, wr, total);
+	rdmx_sw_op_fill(op, wr, total);
 
 	pthread_mutex_lock(&c->lock);
 	if (c->dead)
@@ -285,9 +277,9 @@ rdmx_status rdmx_tcp_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	if (!st) {
 		op->h.seq = c->next_seq++;
 		op->in_q = true;
-		rdmx_tcp_q_push(&c->sq, op);
+		rdmx_sw_q_push(&c->sq, op);
 		c->outstanding++;
-		rdmx_tcp_tx_progress(c);
+		rdmx_sw_tx_progress(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (st)
@@ -295,12 +287,11 @@ rdmx_status rdmx_tcp_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	return st;
 }
 
-rdmx_status rdmx_tcp_post_recv(struct rdmx_conn *conn,
-			       const struct rdmx_sge *sg, int num_sge,
-			       uint64_t wr_id)
+rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			      int num_sge, uint64_t wr_id)
 {
-	struct rdmx_tcp_conn *c = to_tcp_conn(conn);
-	struct rdmx_tcp_recv *r;
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	struct rdmx_sw_recv *r;
 	rdmx_status st = RDMX_OK;
 
 	r = calloc(1, sizeof(*r));
@@ -327,7 +318,7 @@ rdmx_status rdmx_tcp_post_recv(struct rdmx_conn *conn,
 		c->rq_tail = r;
 		c->rq_count++;
 		c->grant++;
-		rdmx_tcp_tx_progress(c);
+		rdmx_sw_tx_progress(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (st)

@@ -6,9 +6,9 @@
  * WRITE, WRITE_IMM and READ_RESP (READ_REQ's length is the amount asked
  * for; every other type has length 0). Integers are big-endian.
  *
- *    0  u8   version        RDMX_TCP_PROTO_VERSION
- *    1  u8   type           enum rdmx_tcp_type
- *    2  u8   op             ATOMIC_REQ: enum rdmx_tcp_atomic; NAK: code
+ *    0  u8   version        RDMX_SW_PROTO_VERSION
+ *    1  u8   type           enum rdmx_sw_type
+ *    2  u8   op             ATOMIC_REQ: enum rdmx_sw_atomic; NAK: code
  *    3  u8   reserved       0
  *    4  be32 credits        RECVs the sender posted since its last frame
  *    8  be32 length
@@ -25,44 +25,44 @@
  * SEND and WRITE_IMM each spend one credit, granted by the receiver as it
  * posts RECVs, so nothing waits on retries.
  */
-#ifndef RDMX_TCP_PROTO_H
-#define RDMX_TCP_PROTO_H
+#ifndef RDMX_SW_PROTO_H
+#define RDMX_SW_PROTO_H
 
 #include <stdint.h>
 
 #include "bytes.h"
 #include "rdmx.h"
 
-#define RDMX_TCP_PROTO_VERSION 1
-#define RDMX_TCP_HDR_LEN 48
-#define RDMX_TCP_MAX_MSG (1u << 31)
-#define RDMX_TCP_MAX_CREDITS 65536 /* the largest tcp.rx_depth */
+#define RDMX_SW_PROTO_VERSION 1
+#define RDMX_SW_HDR_LEN 48
+#define RDMX_SW_MAX_MSG (1u << 31)
+#define RDMX_SW_MAX_CREDITS 65536 /* the largest tcp.rx_depth */
 
-enum rdmx_tcp_type {
-	RDMX_TCP_SEND = 1,
-	RDMX_TCP_WRITE,
-	RDMX_TCP_WRITE_IMM,
-	RDMX_TCP_READ_REQ,
-	RDMX_TCP_ATOMIC_REQ,
-	RDMX_TCP_ACK,
-	RDMX_TCP_NAK,
-	RDMX_TCP_READ_RESP,
-	RDMX_TCP_ATOMIC_RESP,
-	RDMX_TCP_CREDIT,
-	RDMX_TCP_TYPE_MAX = RDMX_TCP_CREDIT,
+enum rdmx_sw_type {
+	RDMX_SW_SEND = 1,
+	RDMX_SW_WRITE,
+	RDMX_SW_WRITE_IMM,
+	RDMX_SW_READ_REQ,
+	RDMX_SW_ATOMIC_REQ,
+	RDMX_SW_ACK,
+	RDMX_SW_NAK,
+	RDMX_SW_READ_RESP,
+	RDMX_SW_ATOMIC_RESP,
+	RDMX_SW_CREDIT,
+	RDMX_SW_TYPE_MAX = RDMX_SW_CREDIT,
 };
 
-enum rdmx_tcp_atomic {
-	RDMX_TCP_FETCH_ADD = 1,
-	RDMX_TCP_CMP_SWAP = 2,
+enum rdmx_sw_atomic {
+	RDMX_SW_FETCH_ADD = 1,
+	RDMX_SW_CMP_SWAP = 2,
 };
 
-enum rdmx_tcp_nak {
-	RDMX_TCP_NAK_ACCESS = 1, /* rkey, bounds, access flags or alignment */
-	RDMX_TCP_NAK_LENGTH = 2, /* SEND larger than the posted RECV */
+enum rdmx_sw_nak {
+	RDMX_SW_NAK_ACCESS = 1, /* rkey, bounds, access flags or alignment */
+	RDMX_SW_NAK_LENGTH = 2, /* SEND larger than the posted RECV */
 };
 
-struct rdmx_tcp_hdr {
+struct rdmx_sw_hdr {
 	uint8_t version;
 	uint8_t type;
 	uint8_t op;
@@ -75,10 +75,10 @@ struct rdmx_tcp_hdr {
 	uint64_t arg1;
 };
 
-static inline void rdmx_tcp_hdr_pack(const struct rdmx_tcp_hdr *h,
-				     uint8_t b[RDMX_TCP_HDR_LEN])
+static inline void rdmx_sw_hdr_pack(const struct rdmx_sw_hdr *h,
+				    uint8_t b[RDMX_SW_HDR_LEN])
 {
-	b[0] = RDMX_TCP_PROTO_VERSION;
+	b[0] = RDMX_SW_PROTO_VERSION;
 	b[1] = h->type;
 	b[2] = h->op;
 	b[3] = 0;
@@ -92,18 +92,18 @@ static inline void rdmx_tcp_hdr_pack(const struct rdmx_tcp_hdr *h,
 }
 
 /* True for the types whose `length` bytes follow the header. */
-static inline int rdmx_tcp_has_payload(uint8_t type)
+static inline int rdmx_sw_has_payload(uint8_t type)
 {
-	return type == RDMX_TCP_SEND || type == RDMX_TCP_WRITE ||
-	       type == RDMX_TCP_WRITE_IMM || type == RDMX_TCP_READ_RESP;
+	return type == RDMX_SW_SEND || type == RDMX_SW_WRITE ||
+	       type == RDMX_SW_WRITE_IMM || type == RDMX_SW_READ_RESP;
 }
 
 /*
  * Decode and validate a header: version, type, reserved byte, length bound
  * and the fields each type must leave zero. RDMX_ERR_PROTOCOL on any fault.
  */
-static inline rdmx_status rdmx_tcp_hdr_unpack(const uint8_t b[RDMX_TCP_HDR_LEN],
-					      struct rdmx_tcp_hdr *h)
+static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
+					     struct rdmx_sw_hdr *h)
 {
 	h->version = b[0];
 	h->type = b[1];
@@ -115,17 +115,17 @@ static inline rdmx_status rdmx_tcp_hdr_unpack(const uint8_t b[RDMX_TCP_HDR_LEN],
 	h->addr = rdmx_get_be(b + 24, 8);
 	h->arg0 = rdmx_get_be(b + 32, 8);
 	h->arg1 = rdmx_get_be(b + 40, 8);
-	if (h->version != RDMX_TCP_PROTO_VERSION || b[3] || !h->type ||
-	    h->type > RDMX_TCP_TYPE_MAX || h->length > RDMX_TCP_MAX_MSG)
+	if (h->version != RDMX_SW_PROTO_VERSION || b[3] || !h->type ||
+	    h->type > RDMX_SW_TYPE_MAX || h->length > RDMX_SW_MAX_MSG)
 		return RDMX_ERR_PROTOCOL;
-	if (!rdmx_tcp_has_payload(h->type) && h->type != RDMX_TCP_READ_REQ &&
+	if (!rdmx_sw_has_payload(h->type) && h->type != RDMX_SW_READ_REQ &&
 	    h->length)
 		return RDMX_ERR_PROTOCOL;
-	if (h->type == RDMX_TCP_ATOMIC_REQ && h->op != RDMX_TCP_FETCH_ADD &&
-	    h->op != RDMX_TCP_CMP_SWAP)
+	if (h->type == RDMX_SW_ATOMIC_REQ && h->op != RDMX_SW_FETCH_ADD &&
+	    h->op != RDMX_SW_CMP_SWAP)
 		return RDMX_ERR_PROTOCOL;
-	if (h->type == RDMX_TCP_NAK && h->op != RDMX_TCP_NAK_ACCESS &&
-	    h->op != RDMX_TCP_NAK_LENGTH)
+	if (h->type == RDMX_SW_NAK && h->op != RDMX_SW_NAK_ACCESS &&
+	    h->op != RDMX_SW_NAK_LENGTH)
 		return RDMX_ERR_PROTOCOL;
 	return RDMX_OK;
 }

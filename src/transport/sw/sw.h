@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The software RC engine: an RDMA reliable connection (credits, in-order
+ * completion, answers for every request, target-side access checks, flush
+ * on death) over any reliable byte pipe. The tcp transport gives it a
+ * socket, the shm transport a shared-memory ring; each pipe is a small ops
+ * table below, and nothing in this directory knows which one it runs on.
+ *
+ * Locking: each connection has one mutex, `lock`, that guards all of its
+ * state, the socket I/O included; every rdmx_sw_* function below that takes
+ * a `struct rdmx_sw_conn *` expects it held unless it says otherwise. The
+ * cq lock nests inside it. The per-context `slots_lock` guards the table
+ * that maps epoll keys to connections and nests outside no other lock.
+ */
+#ifndef RDMX_SW_H
+#define RDMX_SW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "core.h"
+#include "sw_proto.h"
+
+struct rdmx_sw_conn;
+
+/*
+ * A byte pipe. I/O calls return the byte count, -EAGAIN when they would
+ * block, 0 when the peer closed, or another -errno when the pipe broke.
+ * Called with the connection's lock held.
+ */
+struct rdmx_sw_pipe {
+	const char *name;
+	ssize_t (*recv)(struct rdmx_sw_conn *c, void *buf, size_t len);
+	ssize_t (*readv)(struct rdmx_sw_conn *c, const struct iovec *iov,
+			 int iovcnt);
+	ssize_t (*sendv)(struct rdmx_sw_conn *c, const struct iovec *iov,
+			 int iovcnt);
+	/* Ask (or stop asking) for a wake-up when sendv could take more. */
+	void (*want_out)(struct rdmx_sw_conn *c, bool want);
+	/* Optional: an epoll event arrived for @c; consume it. */
+	void (*wake)(struct rdmx_sw_conn *c);
+	/* Optional, lock-free: is there input? Lets polling skip epoll. */
+	bool (*ready)(struct rdmx_sw_conn *c);
+	/* The connection died: stop both directions (fds stay open). */
+	void (*shutdown)(struct rdmx_sw_conn *c);
+	/* Last reference gone: close fds, unmap, free pipe state. */
+	void (*destroy)(struct rdmx_sw_conn *c);
+};
+
+/* Per-context state: one epoll set and, by default, one progress thread. */
+struct rdmx_sw_ctx {
+	struct rdmx_ctx *ctx;
+	const struct rdmx_sw_transport *tp;
+	int epfd;
+	int stop_efd; /* tells the progress thread to exit */
+	pthread_t thread;
+	bool thread_running;
+
+	/*
+	 * epoll carries a key (generation << 32 | slot + 1), never a pointer:
+	 * a connection closed while another thread holds its epoll event
+	 * simply fails to look up.
+	 */
+	pthread_mutex_t slots_lock;
+	struct rdmx_sw_conn **slots;
+	uint32_t *gens;
+	uint32_t nslots;
+};
+
+/* A frame to transmit: a request (kept until answered) or an answer. */
+struct rdmx_sw_op {
+	struct rdmx_sw_op *next; /* sq or inflight queue */
+	struct rdmx_sw_op *tx_next; /* transmit queue */
+	uint8_t hdr[RDMX_SW_HDR_LEN];
+	struct rdmx_sw_hdr h; /* decoded copy; packed on commit */
+	struct iovec iov[1 + RDMX_MAX_SGE]; /* iov[0] is hdr */
+	int iovcnt;
+	size_t tx_len; /* sum of iov lengths */
+	bool in_q; /* in sq or inflight */
+	bool in_tx; /* in the transmit queue */
+	bool needs_credit; /* SEND, WRITE_IMM */
+	/* requests */
+	uint64_t wr_id;
+	enum rdmx_opcode opcode;
+	uint32_t len;
+	struct iovec local[RDMX_MAX_SGE]; /* where READ / atomic data land */
+	int nlocal;
+	/* READ_RESP: the registration its payload comes from */
+	struct rdmx_mr *mr;
+};
+
+struct rdmx_sw_queue {
+	struct rdmx_sw_op *head, *tail;
+};
+
+struct rdmx_sw_recv {
+	struct rdmx_sw_recv *next;
+	uint64_t wr_id;
+	uint64_t cap;
+	struct iovec iov[RDMX_MAX_SGE];
+	int niov;
+};
+
+#define RDMX_SW_RXBUF (64 * 1024)
+
+struct rdmx_sw_conn {
+	struct rdmx_conn base;
+	struct rdmx_sw_ctx *tctx;
+	int fd; /* watched by epoll: the socket, or a doorbell */
+	int fd2; /* watched too when >= 0: e.g. a liveness socket */
+	void *pipe_priv;
+	uint64_t key;
+	atomic_int refs; /* the user's, plus one per progress call inside */
+
+	pthread_mutex_t lock;
+	bool dead;
+	bool want_out; /* EPOLLOUT is armed */
+
+	/* initiator */
+	uint64_t next_seq;
+	uint32_t outstanding; /* in sq + inflight */
+	uint32_t peer_credits; /* RECVs the peer posted that we may consume */
+	struct rdmx_sw_queue sq; /* posted, not yet committed */
+	struct rdmx_sw_queue inflight; /* committed, awaiting an answer */
+
+	/* transmit */
+	struct rdmx_sw_op *tx_head, *tx_tail;
+	size_t tx_off; /* bytes of tx_head already sent */
+
+	/* target */
+	struct rdmx_sw_recv *rq_head, *rq_tail;
+	uint32_t rq_count;
+	uint32_t grant; /* RECVs posted but not yet told to the peer */
+
+	/* receive state: a header, then its payload */
+	uint8_t rxbuf[RDMX_SW_RXBUF];
+	size_t rx_pos, rx_len;
+	bool rx_in_payload;
+	struct rdmx_sw_hdr rx_h;
+	struct iovec rx_iov[RDMX_MAX_SGE]; /* where payload goes; none: drop */
+	int rx_niov, rx_iov_i;
+	uint64_t rx_left;
+	uint16_t rx_nak; /* answer with this NAK when placed */
+	struct rdmx_mr *rx_mr; /* WRITE target, held while placing */
+	struct rdmx_sw_recv *rx_recv; /* RECV a SEND is filling */
+};
+
+static inline struct rdmx_sw_conn *to_sw_conn(struct rdmx_conn *conn)
+{
+	return rdmx_container_of(conn, struct rdmx_sw_conn, base);
+}
+
+/* A transport built on the engine: its ops table and its pipe. */
+struct rdmx_sw_transport {
+	const struct rdmx_transport_ops *ops;
+	const struct rdmx_sw_pipe *pipe;
+};
+
+/* sw_conn.c */
+rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
+			 const struct rdmx_sw_transport *tp, void **priv_p);
+void rdmx_sw_close(void *priv);
+/*
+ * Start a connection on a ready pipe: epoll watches @fd (and @fd2 when
+ * >= 0). On failure the pipe is destroyed: the caller gives up @fd, @fd2
+ * and @pipe_priv either way.
+ */
+rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
+				void *pipe_priv,
+				const struct rdmx_conn_attr *attr,
+				struct rdmx_conn **conn_p);
+/* The engine's own EPOLLOUT arming, for pipes whose fd is the data fd. */
+void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want);
+void rdmx_sw_conn_close(struct rdmx_conn *conn);
+/* Look up by epoll key and take a reference; NULL if closed. No lock. */
+struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key);
+void rdmx_sw_conn_put(struct rdmx_sw_conn *c); /* no lock held */
+/* Kill the connection: every queued request and RECV completes with @st. */
+void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st);
+void rdmx_sw_complete(struct rdmx_sw_conn *c, uint64_t wr_id,
+		      enum rdmx_opcode op, rdmx_status st, uint32_t len,
+		      uint32_t imm);
+
+/* sw_post.c */
+rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr);
+rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
+			      int num_sge, uint64_t wr_id);
+/* Queue an answer frame (ACK, NAK, READ_RESP, ATOMIC_RESP). */
+rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
+			   struct rdmx_mr *mr, const struct iovec *payload);
+/* Acknowledge request @seq, merged into a queued ACK where order allows. */
+rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq);
+/* Commit what credits allow, then send what the socket takes. */
+void rdmx_sw_tx_progress(struct rdmx_sw_conn *c);
+/* Free @op once it is in neither the transmit nor a request queue. */
+void rdmx_sw_op_drop(struct rdmx_sw_op *op);
+
+/* sw_progress.c */
+/* Read and act on everything the socket has. */
+void rdmx_sw_rx_progress(struct rdmx_sw_conn *c);
+/* Handle ready connections without blocking; returns the number. */
+int rdmx_sw_progress(void *priv);
+int rdmx_sw_progress_fd(void *priv);
+void *rdmx_sw_thread(void *arg);
+
+#endif

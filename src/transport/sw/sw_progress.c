@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The receive side and the progress engine. Headers and small payloads
+ * arrive through a staging buffer; a large payload is read with readv
+ * straight into the registered memory it is bound for. Every one-sided
+ * request is checked against the target's registrations before a byte of
+ * target memory is touched.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "sw.h"
+
+/* Payloads at least this large bypass the staging buffer. */
+#define RDMX_SW_DIRECT_MIN (16 * 1024)
+/* Bytes one connection may take per call, so others get their turn. */
+#define RDMX_SW_RX_BUDGET (8u << 20)
+
+static void rdmx_sw_proto_fail(struct rdmx_sw_conn *c, const char *what)
+{
+	rdmx_error("tcp connection to %s: %s (frame type %u seq %llu); "
+		   "closing it",
+		   c->base.info.peer_addr, what, c->rx_h.type,
+		   (unsigned long long)c->rx_h.seq);
+	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
+}
+
+/* A pipe call returned @n <= 0, not -EAGAIN: 0 closed, else -errno. */
+static void rdmx_sw_lost(struct rdmx_sw_conn *c, ssize_t n)
+{
+	errno = (int)-n;
+	if (n == 0)
+		rdmx_info("%s connection to %s closed by the peer",
+			  c->base.ops->name, c->base.info.peer_addr);
+	else
+		rdmx_info("%s connection to %s lost: %m", c->base.ops->name,
+			  c->base.info.peer_addr);
+	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
+}
+
+/* Read more into the staging buffer: bytes read, 0 would block, -1 dead. */
+static ssize_t rdmx_sw_rx_fill(struct rdmx_sw_conn *c)
+{
+	ssize_t n;
+
+	if (c->rx_pos == c->rx_len) {
+		c->rx_pos = c->rx_len = 0;
+	} else if (c->rx_pos) {
+		memmove(c->rxbuf, c->rxbuf + c->rx_pos, c->rx_len - c->rx_pos);
+		c->rx_len -= c->rx_pos;
+		c->rx_pos = 0;
+	}
+	n = c->tctx->tp->pipe->recv(c, c->rxbuf + c->rx_len,
+				    sizeof(c->rxbuf) - c->rx_len);
+	if (n > 0) {
+		c->rx_len += (size_t)n;
+		return n;
+	}
+	if (n == -EAGAIN)
+		return 0;
+	rdmx_sw_lost(c, n);
+	return -1;
+}
+
+/* Expect @len payload bytes, to land in @dst (NULL: read and drop them). */
+static void rdmx_sw_rx_expect(struct rdmx_sw_conn *c, const struct iovec *dst,
+			      int ndst)
+{
+	uint64_t left = c->rx_h.length;
+
+	c->rx_niov = 0;
+	c->rx_iov_i = 0;
+	for (int i = 0; dst && i < ndst && left; i++) {
+		size_t n = dst[i].iov_len < left ? dst[i].iov_len : left;
+
+		if (!n)
+			continue;
+		c->rx_iov[c->rx_niov].iov_base = dst[i].iov_base;
+		c->rx_iov[c->rx_niov++].iov_len = n;
+		left -= n;
+	}
+	c->rx_left = c->rx_h.length;
+	c->rx_in_payload = true;
+}
+
+/* Consume @n bytes of placed payload from the destination list. */
+static void rdmx_sw_rx_consume(struct rdmx_sw_conn *c, const uint8_t *src,
+			       size_t n)
+{
+	c->rx_left -= n;
+	while (n && c->rx_iov_i < c->rx_niov) {
+		struct iovec *v = &c->rx_iov[c->rx_iov_i];
+		size_t take = v->iov_len < n ? v->iov_len : n;
+
+		if (src) {
+			memcpy(v->iov_base, src, take);
+			src += take;
+		}
+		v->iov_base = (uint8_t *)v->iov_base + take;
+		v->iov_len -= take;
+		n -= take;
+		if (!v->iov_len)
+			c->rx_iov_i++;
+	}
+}
+
+static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code)
+{
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_NAK, .op = code, .seq = seq };
+
+	rdmx_sw_answer(c, &h, NULL, NULL);
+}
+
+/* Pop the oldest request and complete it. */
+static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
+{
+	struct rdmx_sw_op *op = c->inflight.head;
+
+	c->inflight.head = op->next;
+	if (!c->inflight.head)
+		c->inflight.tail = NULL;
+	c->outstanding--;
+	rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len, 0);
+	op->in_q = false;
+	rdmx_sw_op_drop(op);
+}
+
+/* The oldest request, if it is the one an answer of @type for @seq is for. */
+static struct rdmx_sw_op *rdmx_sw_answered(struct rdmx_sw_conn *c,
+					   uint8_t req_type)
+{
+	struct rdmx_sw_op *op = c->inflight.head;
+
+	if (!op || op->h.seq != c->rx_h.seq ||
+	    (req_type && op->h.type != req_type)) {
+		rdmx_sw_proto_fail(c, "answer to no outstanding request");
+		return NULL;
+	}
+	return op;
+}
+
+static struct rdmx_sw_recv *rdmx_sw_rq_pop(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_recv *r = c->rq_head;
+
+	c->rq_head = r->next;
+	if (!c->rq_head)
+		c->rq_tail = NULL;
+	c->rq_count--;
+	return r;
+}
+
+/* ---- target side: requests --------------------------------------------- */
+
+static void rdmx_sw_rx_send(struct rdmx_sw_conn *c)
+{
+	if (!c->rq_head) {
+		rdmx_sw_proto_fail(c, "SEND without a credit");
+		return;
+	}
+	c->rx_recv = rdmx_sw_rq_pop(c);
+	if (c->rx_h.length > c->rx_recv->cap) {
+		c->rx_nak = RDMX_SW_NAK_LENGTH;
+		rdmx_sw_rx_expect(c, NULL, 0);
+		return;
+	}
+	rdmx_sw_rx_expect(c, c->rx_recv->iov, c->rx_recv->niov);
+}
+
+static void rdmx_sw_rx_write(struct rdmx_sw_conn *c)
+{
+	const struct rdmx_sw_hdr *h = &c->rx_h;
+	struct iovec dst;
+
+	if (h->type == RDMX_SW_WRITE_IMM && !c->rq_head) {
+		rdmx_sw_proto_fail(c, "WRITE_IMM without a credit");
+		return;
+	}
+	if (!h->length) { /* zero-length: no memory touched, no key checked */
+		rdmx_sw_rx_expect(c, NULL, 0);
+		return;
+	}
+	c->rx_mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
+				   RDMX_ACCESS_REMOTE_WRITE);
+	if (!c->rx_mr) {
+		c->rx_nak = RDMX_SW_NAK_ACCESS;
+		rdmx_sw_rx_expect(c, NULL, 0);
+		return;
+	}
+	dst.iov_base = (void *)(uintptr_t)h->addr;
+	dst.iov_len = h->length;
+	rdmx_sw_rx_expect(c, &dst, 1);
+}
+
+static void rdmx_sw_rx_read_req(struct rdmx_sw_conn *c)
+{
+	const struct rdmx_sw_hdr *h = &c->rx_h;
+	struct rdmx_sw_hdr a = { .type = RDMX_SW_READ_RESP,
+				 .seq = h->seq,
+				 .length = h->length };
+	struct iovec src;
+	struct rdmx_mr *mr = NULL;
+
+	if (h->length) {
+		mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
+				     RDMX_ACCESS_REMOTE_READ);
+		if (!mr) {
+			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
+			return;
+		}
+	}
+	/* The reference keeps the region registered until the bytes are sent.
+	 */
+	src.iov_base = (void *)(uintptr_t)h->addr;
+	src.iov_len = h->length;
+	rdmx_sw_answer(c, &a, mr, &src);
+}
+
+static void rdmx_sw_rx_atomic(struct rdmx_sw_conn *c)
+{
+	const struct rdmx_sw_hdr *h = &c->rx_h;
+	struct rdmx_sw_hdr a = { .type = RDMX_SW_ATOMIC_RESP, .seq = h->seq };
+	struct rdmx_mr *mr = NULL;
+	uint64_t *p, old;
+
+	if (!(h->addr & 7))
+		mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, 8,
+				     RDMX_ACCESS_REMOTE_ATOMIC);
+	if (!mr) {
+		rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
+		return;
+	}
+	/* Hardware atomics: atomic against every other initiator's too. */
+	p = (uint64_t *)(uintptr_t)h->addr;
+	if (h->op == RDMX_SW_FETCH_ADD) {
+		old = __atomic_fetch_add(p, h->arg0, __ATOMIC_SEQ_CST);
+	} else {
+		old = h->arg0;
+		__atomic_compare_exchange_n(p, &old, h->arg1, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	}
+	rdmx_mr_release(mr);
+	a.arg0 = old;
+	rdmx_sw_answer(c, &a, NULL, NULL);
+}
+
+/* ---- initiator side: answers ------------------------------------------- */
+
+static void rdmx_sw_rx_ack(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_op *op;
+
+	while ((op = c->inflight.head) && op->h.seq <= c->rx_h.arg0) {
+		if (op->h.type == RDMX_SW_READ_REQ ||
+		    op->h.type == RDMX_SW_ATOMIC_REQ) {
+			rdmx_sw_proto_fail(c, "ACK overtakes an answer");
+			return;
+		}
+		rdmx_sw_retire(c, RDMX_OK);
+	}
+}
+
+static void rdmx_sw_rx_nak(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_op *op = rdmx_sw_answered(c, 0);
+
+	if (!op)
+		return;
+	/* A refused WRITE_IMM never reached a RECV: its credit is still ours.
+	 */
+	if (op->h.type == RDMX_SW_WRITE_IMM && c->rx_h.op == RDMX_SW_NAK_ACCESS)
+		c->peer_credits++;
+	rdmx_sw_retire(c, c->rx_h.op == RDMX_SW_NAK_LENGTH
+				  ? RDMX_ERR_REMOTE_INVALID
+				  : RDMX_ERR_REMOTE_ACCESS);
+}
+
+static void rdmx_sw_rx_read_resp(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_op *op = rdmx_sw_answered(c, RDMX_SW_READ_REQ);
+
+	if (!op)
+		return;
+	if (c->rx_h.length != op->len) {
+		rdmx_sw_proto_fail(c, "READ answer of the wrong length");
+		return;
+	}
+	rdmx_sw_rx_expect(c, op->local, op->nlocal);
+}
+
+static void rdmx_sw_rx_atomic_resp(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_op *op = rdmx_sw_answered(c, RDMX_SW_ATOMIC_REQ);
+	uint64_t v = c->rx_h.arg0;
+	const uint8_t *src = (const uint8_t *)&v;
+
+	if (!op)
+		return;
+	/* The value before, in host order, across the result sges. */
+	for (int i = 0; i < op->nlocal; i++) {
+		memcpy(op->local[i].iov_base, src, op->local[i].iov_len);
+		src += op->local[i].iov_len;
+	}
+	rdmx_sw_retire(c, RDMX_OK);
+}
+
+/* ---- frame dispatch ----------------------------------------------------- */
+
+static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
+{
+	if (rdmx_sw_hdr_unpack(buf, &c->rx_h)) {
+		rdmx_sw_proto_fail(c, "malformed frame header");
+		return;
+	}
+	/* No peer can have more RECVs posted than its rx_depth allows. */
+	if (c->rx_h.credits > RDMX_SW_MAX_CREDITS ||
+	    c->peer_credits > RDMX_SW_MAX_CREDITS - c->rx_h.credits) {
+		rdmx_sw_proto_fail(c, "impossible credit grant");
+		return;
+	}
+	c->peer_credits += c->rx_h.credits;
+	c->rx_nak = 0;
+	switch (c->rx_h.type) {
+	case RDMX_SW_SEND:
+		rdmx_sw_rx_send(c);
+		break;
+	case RDMX_SW_WRITE:
+	case RDMX_SW_WRITE_IMM:
+		rdmx_sw_rx_write(c);
+		break;
+	case RDMX_SW_READ_REQ:
+		rdmx_sw_rx_read_req(c);
+		break;
+	case RDMX_SW_ATOMIC_REQ:
+		rdmx_sw_rx_atomic(c);
+		break;
+	case RDMX_SW_ACK:
+		rdmx_sw_rx_ack(c);
+		break;
+	case RDMX_SW_NAK:
+		rdmx_sw_rx_nak(c);
+		break;
+	case RDMX_SW_READ_RESP:
+		rdmx_sw_rx_read_resp(c);
+		break;
+	case RDMX_SW_ATOMIC_RESP:
+		rdmx_sw_rx_atomic_resp(c);
+		break;
+	case RDMX_SW_CREDIT:
+		break;
+	}
+}
+
+/* The whole payload of the current frame has arrived. */
+static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
+{
+	const struct rdmx_sw_hdr *h = &c->rx_h;
+	struct rdmx_sw_recv *r;
+
+	c->rx_in_payload = false;
+	switch (h->type) {
+	case RDMX_SW_SEND:
+		r = c->rx_recv;
+		c->rx_recv = NULL;
+		if (c->rx_nak) {
+			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV,
+					 RDMX_ERR_LOCAL_LENGTH, h->length, 0);
+			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_LENGTH);
+		} else {
+			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV, RDMX_OK,
+					 h->length, 0);
+			rdmx_sw_ack(c, h->seq);
+		}
+		free(r);
+		break;
+	case RDMX_SW_WRITE:
+	case RDMX_SW_WRITE_IMM:
+		rdmx_mr_release(c->rx_mr);
+		c->rx_mr = NULL;
+		if (c->rx_nak) {
+			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
+			break;
+		}
+		if (h->type == RDMX_SW_WRITE_IMM) {
+			r = rdmx_sw_rq_pop(c);
+			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV_IMM, RDMX_OK,
+					 h->length, (uint32_t)h->arg0);
+			free(r);
+		}
+		rdmx_sw_ack(c, h->seq);
+		break;
+	case RDMX_SW_READ_RESP:
+		rdmx_sw_retire(c, RDMX_OK);
+		break;
+	}
+}
+
+/* Place staged payload bytes; returns how many. */
+static size_t rdmx_sw_rx_staged(struct rdmx_sw_conn *c)
+{
+	size_t n = c->rx_len - c->rx_pos;
+
+	if (n > c->rx_left)
+		n = (size_t)c->rx_left;
+	rdmx_sw_rx_consume(c, c->rxbuf + c->rx_pos, n);
+	c->rx_pos += n;
+	return n;
+}
+
+/*
+ * Read payload from the socket: straight into its destination when large,
+ * else through staging. Returns bytes read, 0 would block, -1 dead.
+ */
+static ssize_t rdmx_sw_rx_read(struct rdmx_sw_conn *c)
+{
+	ssize_t n;
+
+	if (c->rx_left < RDMX_SW_DIRECT_MIN || c->rx_iov_i == c->rx_niov)
+		return rdmx_sw_rx_fill(c);
+	/* The destination list holds exactly rx_left bytes: no over-read. */
+	n = c->tctx->tp->pipe->readv(c, c->rx_iov + c->rx_iov_i,
+				     c->rx_niov - c->rx_iov_i);
+	if (n > 0) {
+		rdmx_sw_rx_consume(c, NULL, (size_t)n);
+		return n;
+	}
+	if (n == -EAGAIN)
+		return 0;
+	rdmx_sw_lost(c, n);
+	return -1;
+}
+
+void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
+{
+	ssize_t budget = RDMX_SW_RX_BUDGET, n;
+
+	/*
+	 * The budget bounds only what is read from the socket. Bytes already
+	 * staged are always processed: epoll will not fire for them again.
+	 */
+	while (!c->dead) {
+		if (c->rx_in_payload && !c->rx_left) {
+			rdmx_sw_rx_done(c);
+			continue;
+		}
+		if (c->rx_in_payload && c->rx_pos < c->rx_len) {
+			rdmx_sw_rx_staged(c);
+			continue;
+		}
+		if (!c->rx_in_payload &&
+		    c->rx_len - c->rx_pos >= RDMX_SW_HDR_LEN) {
+			c->rx_pos += RDMX_SW_HDR_LEN;
+			rdmx_sw_rx_header(c, c->rxbuf + c->rx_pos -
+						     RDMX_SW_HDR_LEN);
+			continue;
+		}
+		if (budget <= 0)
+			break;
+		n = c->rx_in_payload ? rdmx_sw_rx_read(c) : rdmx_sw_rx_fill(c);
+		if (n <= 0)
+			break;
+		budget -= n;
+	}
+	/* Send the answers and grants this produced, and what credits allow. */
+	rdmx_sw_tx_progress(c);
+}
+
+/* Handle a batch of epoll events; returns how many were for connections. */
+static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
+			  const struct epoll_event *ev, int n)
+{
+	int handled = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct rdmx_sw_conn *c;
+
+		if (!ev[i].data.u64)
+			continue; /* the stop signal: the thread's business */
+		c = rdmx_sw_conn_get(tctx, ev[i].data.u64);
+		if (!c)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		if (tctx->tp->pipe->wake && !c->dead)
+			tctx->tp->pipe->wake(c);
+		if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+			rdmx_sw_rx_progress(c);
+		else
+			rdmx_sw_tx_progress(c);
+		pthread_mutex_unlock(&c->lock);
+		rdmx_sw_conn_put(c);
+		handled++;
+	}
+	return handled;
+}
+
+/*
+ * Pipes that can say "input ready" without a system call (shared-memory
+ * rings) are polled directly: a spinning caller then makes no syscall at
+ * all. Others ask epoll.
+ */
+static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
+{
+	struct epoll_event ev[32];
+	int n = 0;
+
+	pthread_mutex_lock(&tctx->slots_lock);
+	for (uint32_t i = 0; i < tctx->nslots && n < 32; i++) {
+		struct rdmx_sw_conn *c = tctx->slots[i];
+
+		if (c && tctx->tp->pipe->ready(c))
+			ev[n++] = (struct epoll_event){ .events = EPOLLIN,
+							.data.u64 = c->key };
+	}
+	pthread_mutex_unlock(&tctx->slots_lock);
+	return n ? rdmx_sw_handle(tctx, ev, n) : 0;
+}
+
+int rdmx_sw_progress(void *priv)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+	struct epoll_event ev[32];
+	int n;
+
+	if (tctx->tp->pipe->ready)
+		return rdmx_sw_poll_ready(tctx);
+	n = epoll_wait(tctx->epfd, ev, 32, 0);
+	return n > 0 ? rdmx_sw_handle(tctx, ev, n) : 0;
+}
+
+int rdmx_sw_progress_fd(void *priv)
+{
+	return ((struct rdmx_sw_ctx *)priv)->epfd;
+}
+
+void *rdmx_sw_thread(void *arg)
+{
+	struct rdmx_sw_ctx *tctx = arg;
+	struct epoll_event ev[32];
+	sigset_t all;
+	int n;
+
+	/* Signals belong to the application's threads, not to ours. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		n = epoll_wait(tctx->epfd, ev, 32, -1);
+		if (n < 0 && errno != EINTR) {
+			rdmx_error("%s progress: epoll_wait: %m",
+				   tctx->tp->ops->name);
+			return NULL;
+		}
+		for (int i = 0; i < n; i++)
+			if (!ev[i].data.u64)
+				return NULL;
+		if (n > 0)
+			rdmx_sw_handle(tctx, ev, n);
+	}
+}
