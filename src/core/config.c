@@ -37,7 +37,7 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "log.level", "warn", RDMX_CFG_LOGLEVEL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(log_level),
 	  "Least severe log level printed: off, error, warn, info or debug." },
-	{ "transport", "auto", RDMX_CFG_ENUM, 0, 0, "auto|tcp",
+	{ "transport", "auto", RDMX_CFG_ENUM, 0, 0, "auto|shm|tcp",
 	  RDMX_CFG_FIELD(transport),
 	  "Transport to use; auto picks the best both sides can use." },
 	{ "auth.key_file", "", RDMX_CFG_STRING, 0, 0, NULL,
@@ -57,6 +57,9 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(tcp_user_timeout_ms),
 	  "A peer silent this long with data or keepalives unanswered is "
 	  "declared dead and its work flushed." },
+	{ "shm.ring_size", "512k", RDMX_CFG_UINT, 4096, 64 << 20, NULL,
+	  RDMX_CFG_FIELD(shm_ring_size),
+	  "Bytes of each shared-memory ring (a power of two; rounded up)." },
 	{ "progress.thread", "on", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(progress_thread),
 	  "Serve one-sided operations from a background thread; off means "

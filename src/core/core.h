@@ -22,6 +22,7 @@
 /* Transport ids double as bit positions in the handshake's transport mask. */
 enum rdmx_transport_id {
 	RDMX_TRANSPORT_TCP = 0,
+	RDMX_TRANSPORT_SHM = 1,
 	RDMX_TRANSPORT_MAX = 3,
 };
 
@@ -31,6 +32,7 @@ enum {
 	RDMX_CAP_WRITE_IMM = 1 << 2,
 	RDMX_CAP_READ = 1 << 3,
 	RDMX_CAP_ATOMIC = 1 << 4,
+	RDMX_CAP_SAME_HOST = 1 << 5, /* both ends must share a host */
 };
 
 struct rdmx_conn;
@@ -68,14 +70,19 @@ struct rdmx_transport_ops {
 };
 
 extern const struct rdmx_transport_ops rdmx_tcp_ops;
+extern const struct rdmx_transport_ops rdmx_shm_ops;
 
 /* ---- context ------------------------------------------------------------ */
 
 #define RDMX_MR_BUCKETS 256
 #define RDMX_AUTH_KEY_MAX 1024
 
+#define RDMX_HOST_ID_LEN 16
+
 struct rdmx_ctx {
 	struct rdmx_config cfg;
+	/* Equal in two contexts that can reach each other's memory. */
+	uint8_t host_id[RDMX_HOST_ID_LEN];
 	uint8_t auth_key[RDMX_AUTH_KEY_MAX];
 	size_t auth_key_len; /* 0: no pre-shared key */
 

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core.h"
 
 /* The registry: every transport this build has, best first. */
 static const struct rdmx_transport_ops *const rdmx_transports[] = {
+	&rdmx_shm_ops,
 	&rdmx_tcp_ops,
 };
 
@@ -82,6 +84,39 @@ static rdmx_status rdmx_ctx_load_key(struct rdmx_ctx *ctx)
 	return RDMX_OK;
 }
 
+/*
+ * Two processes may use a same-host transport when they share the kernel
+ * (boot id), the network namespace (else they are two hosts to the user),
+ * the pid namespace (to name each other) and the user (to reach memory).
+ */
+static void rdmx_ctx_host_id(struct rdmx_ctx *ctx)
+{
+	crypto_hash_sha256_state h;
+	uint8_t digest[crypto_hash_sha256_BYTES];
+	char buf[256];
+	uid_t uid = getuid();
+	FILE *f;
+	ssize_t n;
+
+	crypto_hash_sha256_init(&h);
+	f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (f) {
+		if (fgets(buf, sizeof(buf), f))
+			crypto_hash_sha256_update(&h, (uint8_t *)buf,
+						  strlen(buf));
+		fclose(f);
+	}
+	n = readlink("/proc/self/ns/net", buf, sizeof(buf));
+	if (n > 0)
+		crypto_hash_sha256_update(&h, (uint8_t *)buf, (size_t)n);
+	n = readlink("/proc/self/ns/pid", buf, sizeof(buf));
+	if (n > 0)
+		crypto_hash_sha256_update(&h, (uint8_t *)buf, (size_t)n);
+	crypto_hash_sha256_update(&h, (uint8_t *)&uid, sizeof(uid));
+	crypto_hash_sha256_final(&h, digest);
+	memcpy(ctx->host_id, digest, sizeof(ctx->host_id));
+}
+
 rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 			    struct rdmx_ctx **ctx_p)
 {
@@ -107,6 +142,7 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 	st = rdmx_ctx_load_key(ctx);
 	if (st)
 		goto err_free;
+	rdmx_ctx_host_id(ctx);
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++)

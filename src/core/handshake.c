@@ -67,14 +67,16 @@ static void rdmx_hs_mac(const struct rdmx_ctx *ctx, const char *role,
 	crypto_auth_hmacsha256_final(&st, mac);
 }
 
+/* "shm,tcp": the transports in @mask, best first. */
 static void rdmx_hs_names(uint64_t mask, char *buf, size_t len)
 {
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
-		const struct rdmx_transport_ops *ops = rdmx_transport_by_id(i);
+	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--) {
+		const struct rdmx_transport_ops *ops;
 
+		ops = rdmx_transport_by_id((unsigned)i);
 		if ((mask & (1ull << i)) && ops && off < len)
 			off += (size_t)snprintf(buf + off, len - off, "%s%s",
 						off ? "," : "", ops->name);
@@ -83,20 +85,37 @@ static void rdmx_hs_names(uint64_t mask, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
-/* The best transport in both masks: higher ids are faster paths. */
-static int rdmx_hs_choose(uint64_t common)
+/*
+ * The best transport in @common (higher ids are faster paths) that can
+ * serve this peer: one that needs the same host is skipped when the host
+ * ids differ. Returns its id and sets *why_p, or -1.
+ */
+static int rdmx_hs_choose(uint64_t common, bool same_host, uint8_t *why_p)
 {
-	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--)
-		if ((common & (1ull << i)) && rdmx_transport_by_id((unsigned)i))
-			return i;
+	bool skipped = false;
+
+	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--) {
+		const struct rdmx_transport_ops *ops;
+
+		ops = rdmx_transport_by_id((unsigned)i);
+		if (!ops || !(common & (1ull << i)))
+			continue;
+		if ((ops->caps & RDMX_CAP_SAME_HOST) && !same_host) {
+			skipped = true;
+			continue;
+		}
+		*why_p = skipped ? RDMX_HS_WHY_REMOTE : RDMX_HS_WHY_BEST;
+		return i;
+	}
+	*why_p = skipped ? RDMX_HS_WHY_REMOTE : RDMX_HS_WHY_BEST;
 	return -1;
 }
 
 static void rdmx_hs_reason(struct rdmx_ctx *ctx, uint64_t client,
-			   uint64_t server, unsigned chosen,
+			   uint64_t server, unsigned chosen, uint8_t why,
 			   struct rdmx_hs_result *res)
 {
-	char c[32], s[32];
+	char c[24], s[24];
 
 	rdmx_hs_names(client, c, sizeof(c));
 	rdmx_hs_names(server, s, sizeof(s));
@@ -105,6 +124,14 @@ static void rdmx_hs_reason(struct rdmx_ctx *ctx, uint64_t client,
 		snprintf(res->reason, sizeof(res->reason),
 			 "forced by transport=%s (RDMX_TRANSPORT)",
 			 ctx->cfg.transport);
+	else if (why == RDMX_HS_WHY_FORCED)
+		snprintf(res->reason, sizeof(res->reason),
+			 "forced by the peer's transport setting");
+	else if (why == RDMX_HS_WHY_REMOTE)
+		snprintf(res->reason, sizeof(res->reason),
+			 "the peer is on another host or netns "
+			 "(client: %s; server: %s)",
+			 c, s);
 	else
 		snprintf(res->reason, sizeof(res->reason),
 			 "best both sides support (client: %s; server: %s)", c,
@@ -144,6 +171,12 @@ static rdmx_status rdmx_hs_refused(const struct rdmx_hs *hs, uint16_t code,
 			   "transport / RDMX_TRANSPORT on both)",
 			   hs->peer);
 		return RDMX_ERR_NO_TRANSPORT;
+	case RDMX_HS_NOT_SAME_HOST:
+		rdmx_error("%s: the transports allowed need both processes on "
+			   "one host and network namespace, and these are not "
+			   "(unset RDMX_TRANSPORT, or use tcp)",
+			   hs->peer);
+		return RDMX_ERR_NO_TRANSPORT;
 	}
 	rdmx_error("%s %s refused the handshake with unknown code %u", who,
 		   hs->peer, code);
@@ -152,8 +185,12 @@ static rdmx_status rdmx_hs_refused(const struct rdmx_hs *hs, uint16_t code,
 
 static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 				    const struct rdmx_hs_msg *hello,
-				    uint64_t *common_p)
+				    struct rdmx_hs_msg *welcome)
 {
+	bool same_host;
+	uint64_t common;
+	int chosen;
+
 	bool has_key = hs->ctx->auth_key_len != 0;
 
 	if (hello->version != RDMX_HS_VERSION)
@@ -162,9 +199,17 @@ static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 		return RDMX_HS_KEY_REQUIRED;
 	if (!has_key && (hello->flags & RDMX_HS_F_HAS_KEY))
 		return RDMX_HS_KEY_UNEXPECTED;
-	*common_p = hello->transports & rdmx_ctx_transport_mask(hs->ctx);
-	if (rdmx_hs_choose(*common_p) < 0)
-		return RDMX_HS_NO_TRANSPORT;
+	common = hello->transports & rdmx_ctx_transport_mask(hs->ctx);
+	same_host = !sodium_memcmp(hello->host_id, hs->ctx->host_id,
+				   RDMX_HS_HOST_ID_LEN);
+	chosen = rdmx_hs_choose(common, same_host, &welcome->why);
+	if (chosen < 0)
+		return welcome->why == RDMX_HS_WHY_REMOTE
+			       ? RDMX_HS_NOT_SAME_HOST
+			       : RDMX_HS_NO_TRANSPORT;
+	welcome->transport = (uint8_t)chosen;
+	if (strcmp(hs->ctx->cfg.transport, "auto"))
+		welcome->why = RDMX_HS_WHY_FORCED;
 	return RDMX_HS_OK;
 }
 
@@ -177,20 +222,18 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	struct rdmx_hs_msg hello, welcome = { .type = RDMX_HS_WELCOME };
 	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT };
 	uint8_t mac[RDMX_HS_MAC_LEN];
-	uint64_t common = 0;
 	rdmx_status st;
 
 	st = rdmx_hs_recv(&hs, RDMX_HS_HELLO, &hello);
 	if (st)
 		return st;
-	welcome.code = rdmx_hs_check_hello(&hs, &hello, &common);
+	welcome.code = rdmx_hs_check_hello(&hs, &hello, &welcome);
 	welcome.transports = rdmx_ctx_transport_mask(ctx);
 	welcome.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	if (welcome.code) {
 		rdmx_hs_send(&hs, &welcome);
 		return rdmx_hs_refused(&hs, welcome.code, true);
 	}
-	welcome.transport = (uint8_t)rdmx_hs_choose(common);
 	randombytes_buf(welcome.nonce, sizeof(welcome.nonce));
 	if (ctx->auth_key_len)
 		rdmx_hs_mac(ctx, "rdmx-server", hello.nonce, welcome.nonce,
@@ -218,7 +261,7 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	if (st)
 		return st;
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
-		       welcome.transport, res);
+		       welcome.transport, welcome.why, res);
 	return RDMX_OK;
 }
 
@@ -235,6 +278,7 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 
 	hello.transports = rdmx_ctx_transport_mask(ctx);
 	hello.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
+	memcpy(hello.host_id, ctx->host_id, sizeof(hello.host_id));
 	randombytes_buf(hello.nonce, sizeof(hello.nonce));
 	st = rdmx_hs_send(&hs, &hello);
 	if (!st)
@@ -276,7 +320,7 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 		return RDMX_ERR_AUTH;
 	}
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
-		       welcome.transport, res);
+		       welcome.transport, welcome.why, res);
 	return RDMX_OK;
 
 err_lost:

@@ -10,7 +10,7 @@ size_t rdmx_hs_body_len(uint8_t type)
 {
 	switch (type) {
 	case RDMX_HS_HELLO:
-		return 48;
+		return 64;
 	case RDMX_HS_WELCOME:
 		return 80;
 	case RDMX_HS_AUTH:
@@ -37,10 +37,12 @@ size_t rdmx_hs_encode(const struct rdmx_hs_msg *msg,
 	case RDMX_HS_HELLO:
 		rdmx_put_be(b, msg->transports, 8);
 		memcpy(b + 16, msg->nonce, RDMX_HS_NONCE_LEN);
+		memcpy(b + 48, msg->host_id, RDMX_HS_HOST_ID_LEN);
 		break;
 	case RDMX_HS_WELCOME:
 		rdmx_put_be(b, msg->code, 2);
 		b[2] = msg->transport;
+		b[3] = msg->why;
 		rdmx_put_be(b + 8, msg->transports, 8);
 		memcpy(b + 16, msg->nonce, RDMX_HS_NONCE_LEN);
 		memcpy(b + 48, msg->mac, RDMX_HS_MAC_LEN);
@@ -82,10 +84,12 @@ rdmx_status rdmx_hs_decode_body(const uint8_t *b, size_t len,
 	case RDMX_HS_HELLO:
 		msg->transports = rdmx_get_be(b, 8);
 		memcpy(msg->nonce, b + 16, RDMX_HS_NONCE_LEN);
+		memcpy(msg->host_id, b + 48, RDMX_HS_HOST_ID_LEN);
 		break;
 	case RDMX_HS_WELCOME:
 		msg->code = (uint16_t)rdmx_get_be(b, 2);
 		msg->transport = b[2];
+		msg->why = b[3];
 		msg->transports = rdmx_get_be(b + 8, 8);
 		memcpy(msg->nonce, b + 16, RDMX_HS_NONCE_LEN);
 		memcpy(msg->mac, b + 48, RDMX_HS_MAC_LEN);

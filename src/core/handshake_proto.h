@@ -6,8 +6,9 @@
  * changes between versions, so any two versions can tell each other apart.
  *
  *   client                          server
- *   HELLO  (transports, nonce_c) ->
- *                                <- WELCOME (code, transport, nonce_s, mac_s)
+ *   HELLO  (transports, host id, nonce_c) ->
+ *                                <- WELCOME (code, transport, why, nonce_s,
+ *                                            mac_s)
  *   AUTH   (mac_c)               ->
  *                                <- RESULT  (code)
  *
@@ -52,7 +53,17 @@ enum rdmx_hs_code {
 	RDMX_HS_KEY_UNEXPECTED = 3, /* client has a key, server has none */
 	RDMX_HS_KEY_WRONG = 4,
 	RDMX_HS_NO_TRANSPORT = 5,
+	RDMX_HS_NOT_SAME_HOST = 6, /* only same-host transports were allowed */
 };
+
+/* WELCOME: why the server chose the transport it chose. */
+enum rdmx_hs_why {
+	RDMX_HS_WHY_BEST = 0, /* the best transport both sides offer */
+	RDMX_HS_WHY_FORCED = 1, /* a side's transport setting allowed one */
+	RDMX_HS_WHY_REMOTE = 2, /* a better one needs the same host */
+};
+
+#define RDMX_HS_HOST_ID_LEN 16
 
 /* A decoded message; which fields count depends on type. */
 struct rdmx_hs_msg {
@@ -61,12 +72,14 @@ struct rdmx_hs_msg {
 	uint8_t flags;
 	uint16_t code; /* WELCOME, RESULT */
 	uint8_t transport; /* WELCOME: chosen transport id */
+	uint8_t why; /* WELCOME: enum rdmx_hs_why */
+	uint8_t host_id[RDMX_HS_HOST_ID_LEN]; /* HELLO */
 	uint64_t transports; /* HELLO, WELCOME: mask the sender can use */
 	uint8_t nonce[RDMX_HS_NONCE_LEN]; /* HELLO, WELCOME */
 	uint8_t mac[RDMX_HS_MAC_LEN]; /* WELCOME, AUTH */
 };
 
-/* Body sizes: HELLO 48, WELCOME 80, AUTH 32, RESULT 8. */
+/* Body sizes: HELLO 64, WELCOME 80, AUTH 32, RESULT 8. */
 size_t rdmx_hs_body_len(uint8_t type);
 
 /* Encode header and body into @buf; returns the byte count. */

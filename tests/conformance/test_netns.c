@@ -66,6 +66,10 @@ static int host_a(void *arg)
 	rdmx_conn_info(conn, &info);
 	if (strncmp(info.peer_addr, ip_b, strlen(ip_b)))
 		return 3;
+	/* Left to choose, two namespaces are two hosts: tcp, and why. */
+	if (strcmp(info.transport, "tcp") ||
+	    !strstr(info.reason, "another host or netns"))
+		return 7;
 	buf_alloc(&s, &mem, 1 << 20,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
 			  RDMX_ACCESS_REMOTE_READ);
@@ -210,6 +214,56 @@ static int host_a_idle(void *arg)
 	return 0;
 }
 
+/* Host B forcing shm across namespaces: refused, saying why. */
+static int host_b_forced_shm(void *arg)
+{
+	struct side c;
+	struct rdmx_conn *conn = NULL;
+	struct rdmx_conn_attr attr;
+	char addr[64];
+	rdmx_status st = RDMX_ERR_CONN_REFUSED;
+
+	(void)arg;
+	enter(ns_b);
+	setenv("RDMX_TRANSPORT", "shm", 1);
+	side_open(&c);
+	snprintf(addr, sizeof(addr), "%s:%d", ip_a, port);
+	attr = (struct rdmx_conn_attr){ .cq = c.cq };
+	/* Until A listens and the veth routes: refused or unreachable. */
+	for (int i = 0; i < 100 && (st == RDMX_ERR_CONN_REFUSED ||
+				    st == RDMX_ERR_UNREACHABLE);
+	     i++) {
+		st = rdmx_connect(c.ctx, addr, &attr, 1000, &conn);
+		if (st)
+			usleep(50 * 1000);
+	}
+	side_close(&c);
+	return st == RDMX_ERR_NO_TRANSPORT ? 0 : 1;
+}
+
+/* Host A for the refusal: one accept, which must time out. */
+static int host_a_refuses(void *arg)
+{
+	struct side s;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn;
+	struct rdmx_conn_attr attr;
+	char addr[64];
+	rdmx_status st;
+
+	(void)arg;
+	enter(ns_a);
+	side_open(&s);
+	snprintf(addr, sizeof(addr), "%s:%d", ip_a, port);
+	if (rdmx_listen(s.ctx, addr, &lst))
+		return 1;
+	attr = (struct rdmx_conn_attr){ .cq = s.cq };
+	st = rdmx_accept(lst, &attr, 3000, &conn);
+	rdmx_listener_close(lst);
+	side_close(&s);
+	return st == RDMX_ERR_TIMEOUT ? 0 : 2;
+}
+
 static void cleanup(void)
 {
 	sh("ip netns del %s 2>/dev/null", ns_a);
@@ -256,6 +310,19 @@ static void test_conn_across_namespaces(void **state)
 	cleanup();
 }
 
+static void test_select_forced_shm_across_namespaces(void **state)
+{
+	pid_t a, b;
+
+	(void)state;
+	netns_up();
+	a = spawn(host_a_refuses, NULL);
+	b = spawn(host_b_forced_shm, NULL);
+	reap_ok(b);
+	reap_ok(a);
+	cleanup();
+}
+
 /* Pull the cable under an idle connection: no FIN ever arrives, and the
  * posted RECV still completes within tcp.user_timeout. */
 static void test_conn_cable_pulled(void **state)
@@ -286,8 +353,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_across_namespaces),
 		cmocka_unit_test(test_conn_cable_pulled),
+		cmocka_unit_test(test_select_forced_shm_across_namespaces),
 	};
 
-	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
-					   NULL);
+	/* Each host here chooses for itself, or forces where a case says. */
+	unsetenv("RDMX_TRANSPORT");
+	return cmocka_run_group_tests_name("netns", tests, NULL, NULL);
 }

@@ -45,8 +45,9 @@ def hs(t, flags, body):
 
 
 def hs_seeds():
-    hello = hs(1, 0, struct.pack(">QQ", 1, 0) + b"n" * 32)
-    hello_key = hs(1, 1, struct.pack(">QQ", 1, 0) + b"n" * 32)
+    # transports (tcp|shm), caps, nonce, host id
+    hello = hs(1, 0, struct.pack(">QQ", 3, 0) + b"n" * 32 + b"h" * 16)
+    hello_key = hs(1, 1, struct.pack(">QQ", 3, 0) + b"n" * 32 + b"h" * 16)
     welcome = hs(2, 0, struct.pack(">HB5xQ", 0, 0, 1) + b"s" * 32 + b"\0" * 32)
     result = hs(4, 0, b"\0" * 8)
     return {

@@ -38,8 +38,8 @@ struct rdmx_sw_pipe {
 			 int iovcnt);
 	/* Ask (or stop asking) for a wake-up when sendv could take more. */
 	void (*want_out)(struct rdmx_sw_conn *c, bool want);
-	/* Optional: an epoll event arrived for @c; consume it. */
-	void (*wake)(struct rdmx_sw_conn *c);
+	/* Optional: an epoll event arrived on fd (@aux false) or fd2. */
+	void (*wake)(struct rdmx_sw_conn *c, bool aux);
 	/* Optional, lock-free: is there input? Lets polling skip epoll. */
 	bool (*ready)(struct rdmx_sw_conn *c);
 	/* The connection died: stop both directions (fds stay open). */
@@ -103,6 +103,8 @@ struct rdmx_sw_recv {
 };
 
 #define RDMX_SW_RXBUF (64 * 1024)
+/* Set in the epoll key of a connection's second fd. */
+#define RDMX_SW_KEY_AUX (1ull << 31)
 
 struct rdmx_sw_conn {
 	struct rdmx_conn base;

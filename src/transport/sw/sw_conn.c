@@ -123,11 +123,11 @@ static void rdmx_sw_slot_del(struct rdmx_sw_ctx *tctx, uint64_t key)
 
 struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key)
 {
-	uint32_t i = (uint32_t)key - 1;
+	uint32_t i = (uint32_t)(key & ~RDMX_SW_KEY_AUX) - 1;
 	struct rdmx_sw_conn *c = NULL;
 
 	pthread_mutex_lock(&tctx->slots_lock);
-	if (i < tctx->nslots && tctx->gens[i] == key >> 32) {
+	if (i < tctx->nslots && tctx->gens[i] == (uint32_t)(key >> 32)) {
 		c = tctx->slots[i];
 		if (c)
 			atomic_fetch_add(&c->refs, 1);
@@ -148,12 +148,14 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 static int rdmx_sw_watch(struct rdmx_sw_conn *c, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = c->key };
+	struct epoll_event ev2 = { .events = EPOLLIN | EPOLLRDHUP,
+				   .data.u64 = c->key | RDMX_SW_KEY_AUX };
+	bool del = op == EPOLL_CTL_DEL;
 
-	if (epoll_ctl(c->tctx->epfd, op, c->fd,
-		      op == EPOLL_CTL_DEL ? NULL : &ev))
+	if (epoll_ctl(c->tctx->epfd, op, c->fd, del ? NULL : &ev))
 		return -1;
-	if (c->fd2 >= 0 && epoll_ctl(c->tctx->epfd, op, c->fd2,
-				     op == EPOLL_CTL_DEL ? NULL : &ev))
+	if (c->fd2 >= 0 &&
+	    epoll_ctl(c->tctx->epfd, op, c->fd2, del ? NULL : &ev2))
 		return -1;
 	return 0;
 }

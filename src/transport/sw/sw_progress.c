@@ -486,7 +486,8 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 			continue;
 		pthread_mutex_lock(&c->lock);
 		if (tctx->tp->pipe->wake && !c->dead)
-			tctx->tp->pipe->wake(c);
+			tctx->tp->pipe->wake(c,
+					     ev[i].data.u64 & RDMX_SW_KEY_AUX);
 		if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
 			rdmx_sw_rx_progress(c);
 		else

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#include "shm.h"
+
+static const struct rdmx_sw_transport rdmx_shm_transport = {
+	.ops = &rdmx_shm_ops,
+	.pipe = &rdmx_shm_pipe,
+};
+
+static rdmx_status rdmx_shm_open(struct rdmx_ctx *ctx, void **priv_p)
+{
+	return rdmx_sw_open(ctx, &rdmx_shm_transport, priv_p);
+}
+
+/* Map both rings over the control socket, which stays as liveness. */
+static rdmx_status rdmx_shm_conn_create(void *priv, int fd,
+					const struct rdmx_conn_attr *attr,
+					struct rdmx_conn **conn_p)
+{
+	struct rdmx_sw_ctx *e = priv;
+	struct rdmx_shm_pipe *p;
+	rdmx_status st;
+
+	st = rdmx_shm_pipe_setup(e->ctx, fd, &p);
+	if (st)
+		return st;
+	return rdmx_sw_conn_create(e, p->door, p->ctl, p, attr, conn_p);
+}
+
+const struct rdmx_transport_ops rdmx_shm_ops = {
+	.name = "shm",
+	.id = RDMX_TRANSPORT_SHM,
+	.caps = RDMX_CAP_SEND | RDMX_CAP_WRITE | RDMX_CAP_WRITE_IMM |
+		RDMX_CAP_READ | RDMX_CAP_ATOMIC | RDMX_CAP_SAME_HOST,
+	.open = rdmx_shm_open,
+	.close = rdmx_sw_close,
+	.conn_create = rdmx_shm_conn_create,
+	.conn_close = rdmx_sw_conn_close,
+	.post_send = rdmx_sw_post_send,
+	.post_recv = rdmx_sw_post_recv,
+	.progress = rdmx_sw_progress,
+	.progress_fd = rdmx_sw_progress_fd,
+};

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shm pipe: byte-stream I/O on the two rings of a connection. We are the
+ * only producer of `tx` and the only consumer of `rx` (the engine calls us
+ * with the connection's lock held), so each index has one writer.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+static inline struct rdmx_shm_pipe *to_shm_pipe(struct rdmx_sw_conn *c)
+{
+	return c->pipe_priv;
+}
+
+static void rdmx_shm_ring_door(int fd)
+{
+	uint64_t one = 1;
+
+	/* A full counter (EAGAIN) already means "wake up": nothing lost. */
+	if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		rdmx_debug("shm: doorbell write: %m");
+}
+
+static void rdmx_shm_put(uint8_t *data, uint64_t size, uint64_t pos,
+			 const uint8_t *src, size_t n)
+{
+	size_t off = (size_t)(pos & (size - 1)), first = size - off;
+
+	if (first > n)
+		first = n;
+	memcpy(data + off, src, first);
+	memcpy(data, src + first, n - first);
+}
+
+static void rdmx_shm_get(const uint8_t *data, uint64_t size, uint64_t pos,
+			 uint8_t *dst, size_t n)
+{
+	size_t off = (size_t)(pos & (size - 1)), first = size - off;
+
+	if (first > n)
+		first = n;
+	memcpy(dst, data + off, first);
+	memcpy(dst + first, data, n - first);
+}
+
+/* Producer side: copy as much of @iov as fits, publish, ring. */
+static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
+			      int iovcnt)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	uint64_t tail =
+		atomic_load_explicit(&p->tx->tail, memory_order_relaxed);
+	uint64_t head =
+		atomic_load_explicit(&p->tx->head, memory_order_acquire);
+	uint64_t space = p->tx_size - (tail - head);
+	size_t done = 0;
+
+	if (p->peer_gone ||
+	    atomic_load_explicit(&p->tx->closed, memory_order_acquire))
+		return -EPIPE;
+	for (int i = 0; i < iovcnt && space; i++) {
+		size_t n = iov[i].iov_len < space ? iov[i].iov_len : space;
+
+		rdmx_shm_put(p->tx_data, p->tx_size, tail + done,
+			     iov[i].iov_base, n);
+		done += n;
+		space -= n;
+	}
+	if (!done)
+		return -EAGAIN;
+	atomic_store_explicit(&p->tx->tail, tail + done, memory_order_release);
+	rdmx_shm_ring_door(p->peer_door);
+	return (ssize_t)done;
+}
+
+/* Consumer side: copy out what is there, free it, wake a waiting producer. */
+static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
+			      int iovcnt)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	/* closed before tail: bytes published before the close are seen. */
+	bool closed =
+		atomic_load_explicit(&p->rx->closed, memory_order_acquire);
+	uint64_t tail =
+		atomic_load_explicit(&p->rx->tail, memory_order_acquire);
+	uint64_t head =
+		atomic_load_explicit(&p->rx->head, memory_order_relaxed);
+	uint64_t avail = tail - head;
+	size_t done = 0;
+
+	if (!avail)
+		return closed || p->peer_gone ? 0 : -EAGAIN;
+	for (int i = 0; i < iovcnt && avail; i++) {
+		size_t n = iov[i].iov_len < avail ? iov[i].iov_len : avail;
+
+		rdmx_shm_get(p->rx_data, p->rx_size, head + done,
+			     iov[i].iov_base, n);
+		done += n;
+		avail -= n;
+	}
+	/*
+	 * seq_cst store, then seq_cst load: pairs with rdmx_shm_want_out.
+	 * Only the producer clears its flag (the engine arms it once per
+	 * stall), so every read that frees space while it waits rings it.
+	 */
+	atomic_store(&p->rx->head, head + done);
+	if (atomic_load(&p->rx->producer_waiting))
+		rdmx_shm_ring_door(p->peer_door);
+	return (ssize_t)done;
+}
+
+static ssize_t rdmx_shm_recv(struct rdmx_sw_conn *c, void *buf, size_t len)
+{
+	struct iovec iov = { buf, len };
+
+	return rdmx_shm_readv(c, &iov, 1);
+}
+
+static void rdmx_shm_want_out(struct rdmx_sw_conn *c, bool want)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	uint64_t tail, head;
+
+	atomic_store(&p->tx->producer_waiting, want ? 1 : 0);
+	if (!want)
+		return;
+	/* The consumer may have freed space before it saw our flag. */
+	tail = atomic_load_explicit(&p->tx->tail, memory_order_relaxed);
+	head = atomic_load(&p->tx->head);
+	if (tail - head < p->tx_size)
+		rdmx_shm_ring_door(p->door);
+}
+
+static void rdmx_shm_wake(struct rdmx_sw_conn *c, bool aux)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	uint64_t v;
+
+	/*
+	 * The control socket carries nothing after setup: any event on it
+	 * is the peer closing or dying.
+	 */
+	if (aux) {
+		p->peer_gone = true;
+		return;
+	}
+	if (read(p->door, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rdmx_debug("shm: doorbell read: %m");
+}
+
+static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+
+	return atomic_load_explicit(&p->rx->tail, memory_order_acquire) !=
+	       atomic_load_explicit(&p->rx->head, memory_order_relaxed);
+}
+
+static void rdmx_shm_shutdown(struct rdmx_sw_conn *c)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+
+	atomic_store_explicit(&p->rx->closed, 1, memory_order_release);
+	atomic_store_explicit(&p->tx->closed, 1, memory_order_release);
+	rdmx_shm_ring_door(p->peer_door);
+	shutdown(p->ctl, SHUT_RDWR);
+}
+
+static void rdmx_shm_destroy(struct rdmx_sw_conn *c)
+{
+	rdmx_shm_pipe_free(to_shm_pipe(c));
+}
+
+const struct rdmx_sw_pipe rdmx_shm_pipe = {
+	.name = "shm",
+	.recv = rdmx_shm_recv,
+	.readv = rdmx_shm_readv,
+	.sendv = rdmx_shm_sendv,
+	.want_out = rdmx_shm_want_out,
+	.wake = rdmx_shm_wake,
+	.ready = rdmx_shm_ready,
+	.shutdown = rdmx_shm_shutdown,
+	.destroy = rdmx_shm_destroy,
+};
