@@ -60,6 +60,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "shm.ring_size", "512k", RDMX_CFG_UINT, 4096, 64 << 20, NULL,
 	  RDMX_CFG_FIELD(shm_ring_size),
 	  "Bytes of each shared-memory ring (a power of two; rounded up)." },
+	{ "shm.single_copy_min", "32k", RDMX_CFG_UINT, 0, 1 << 30, NULL,
+	  RDMX_CFG_FIELD(shm_single_copy_min),
+	  "WRITE and READ payloads this large move in one copy between the "
+	  "processes (process_vm_readv/writev); 0 turns it off." },
 	{ "progress.thread", "on", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(progress_thread),
 	  "Serve one-sided operations from a background thread; off means "

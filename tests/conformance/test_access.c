@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: one-sided access checks: rkey, bounds, flags, deregistration. */
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "harness.h"
@@ -105,6 +107,50 @@ static void test_mr_out_of_bounds(void **state)
 	rig_close(&r);
 }
 
+/* Large enough for the single-copy path of transports that have one. */
+static void test_mr_large_out_of_bounds(void **state)
+{
+	enum { BIG = 256 << 10 };
+	struct pair p;
+	struct buf target, src;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.s, &target, BIG,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
+	memset(target.p, 0x5a, BIG);
+	buf_alloc(&p.c, &src, BIG, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&src, 4);
+	rem = share_remote(&p, &target);
+	s = sge_of(&src, 0, BIG);
+	assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr + 1, rem.rkey,
+					 1),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_WRITE);
+	assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr + 1, rem.rkey, 2),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_READ);
+	for (size_t i = 0; i < BIG; i++)
+		if (target.p[i] != 0x5a)
+			fail_msg("target byte %zu was changed", i);
+	/* In bounds, the same size works both ways. */
+	assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr, rem.rkey, 3),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+	assert_pattern(target.p, BIG, 4, 0);
+	memset(src.p, 0, BIG);
+	assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr, rem.rkey, 4),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_READ);
+	assert_pattern(src.p, BIG, 4, 0);
+	buf_free(&target);
+	buf_free(&src);
+	pair_close(&p);
+}
+
 static void test_mr_missing_access(void **state)
 {
 	struct rig r;
@@ -165,14 +211,101 @@ static void test_mr_write_imm_refused_keeps_recv(void **state)
 	rig_close(&r);
 }
 
+/* The initiator: READ the whole region until the target deregisters it. */
+static int reader(void *arg)
+{
+	struct side c;
+	struct rdmx_conn *conn;
+	struct buf dst, desc;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	int ok = 0;
+
+	side_open(&c);
+	conn = side_connect(&c, *(int *)arg);
+	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&desc, 0, desc.len);
+	if (rdmx_post_recv(conn, &s, 1, 0) || wait_wc(c.cq).status ||
+	    rdmx_remote_unpack(desc.p, desc.len, &rem))
+		return 1;
+	buf_alloc(&c, &dst, rem.length, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&dst, 0, dst.len);
+	for (int i = 0; i < 10000; i++) {
+		struct rdmx_completion wc;
+
+		if (rdmx_post_read(conn, &s, rem.addr, rem.rkey, i))
+			return 2;
+		wc = wait_wc(c.cq);
+		if (wc.status == RDMX_ERR_REMOTE_ACCESS)
+			return ok ? 0 : 3; /* refused once deregistered */
+		if (wc.status)
+			return 4;
+		/* A READ that completed read the pattern, whole. */
+		for (size_t j = 0; j < dst.len; j += 4096)
+			if (dst.p[j] != (uint8_t)(j / 4096))
+				return 5;
+		ok++;
+	}
+	return 6;
+}
+
+static void test_mr_dereg_during_read(void **state)
+{
+	enum { LEN = 8 << 20 };
+	struct rdmx_listener *lst;
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn *conn;
+	struct rdmx_remote rem;
+	struct rdmx_mr *mr;
+	struct rdmx_sge s;
+	struct side t;
+	struct buf desc;
+	uint8_t *mem;
+	int port;
+	pid_t pid;
+
+	(void)state;
+	side_open(&t);
+	port = side_listen(&t, &lst);
+	pid = spawn(reader, &port);
+	attr = (struct rdmx_conn_attr){ .cq = t.cq };
+	assert_int_equal(rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conn), RDMX_OK);
+	/* mmap, so that any access after munmap faults at once. */
+	mem = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(mem != MAP_FAILED);
+	for (size_t j = 0; j < LEN; j += 4096)
+		memset(mem + j, (uint8_t)(j / 4096), 4096);
+	assert_int_equal(rdmx_mr_reg(t.ctx, mem, LEN, RDMX_ACCESS_REMOTE_READ,
+				     &mr),
+			 RDMX_OK);
+	buf_alloc(&t, &desc, RDMX_REMOTE_PACKED_LEN, 0);
+	rdmx_mr_remote(mr, &rem);
+	rdmx_remote_pack(&rem, desc.p);
+	s = sge_of(&desc, 0, desc.len);
+	assert_int_equal(rdmx_post_send(conn, &s, 1), RDMX_OK);
+	expect_wc(t.cq, RDMX_OK, RDMX_OP_SEND);
+	/* While READs stream out of it: deregister, then unmap at once. */
+	usleep(100 * 1000);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	assert_int_equal(munmap(mem, LEN), 0);
+	reap_ok(pid);
+	rdmx_conn_close(conn);
+	buf_free(&desc);
+	rdmx_listener_close(lst);
+	side_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mr_bad_rkey),
 		cmocka_unit_test(test_mr_out_of_bounds),
+		cmocka_unit_test(test_mr_large_out_of_bounds),
 		cmocka_unit_test(test_mr_missing_access),
 		cmocka_unit_test(test_mr_deregistered),
 		cmocka_unit_test(test_mr_write_imm_refused_keeps_recv),
+		cmocka_unit_test(test_mr_dereg_during_read),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/wait.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -202,6 +203,72 @@ static void test_conn_initiator_killed_mid_write(void **state)
 	rig_close(&r);
 }
 
+/* A child that connects and starts a 16 MiB SEND into a reader that is
+ * not reading, so its frame stops half-way in the ring or socket. */
+static int stuck_sender(void *arg)
+{
+	struct side c;
+	struct rdmx_conn *conn;
+	struct buf big;
+	struct rdmx_sge s;
+
+	side_open(&c);
+	conn = side_connect(&c, *(int *)arg);
+	buf_alloc(&c, &big, 16 << 20, 0);
+	s = sge_of(&big, 0, big.len);
+	if (rdmx_post_send(conn, &s, 1))
+		return 1;
+	for (;;)
+		pause();
+}
+
+static void test_conn_peer_killed_mid_frame_unread(void **state)
+{
+	struct rdmx_ctx_attr attr = { .mask = RDMX_CTX_ATTR_CONFIG_FILE };
+	struct rdmx_conn_attr cattr;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn;
+	struct side s;
+	struct buf dst;
+	struct rdmx_sge r;
+	char cfg[64];
+	int port, status;
+	double t0;
+	pid_t pid;
+	FILE *f;
+
+	(void)state;
+	/* No progress thread: nothing reads until we poll. */
+	snprintf(cfg, sizeof(cfg), "/tmp/rdmx-pd-%d.yaml", getpid());
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs("progress:\n  thread: off\n", f);
+	fclose(f);
+	attr.config_file = cfg;
+	assert_int_equal(rdmx_ctx_create(&attr, &s.ctx), RDMX_OK);
+	unlink(cfg);
+	assert_int_equal(rdmx_cq_create(s.ctx, &s.cq), RDMX_OK);
+	port = side_listen(&s, &lst);
+	pid = spawn(stuck_sender, &port);
+	cattr = (struct rdmx_conn_attr){ .cq = s.cq };
+	assert_int_equal(rdmx_accept(lst, &cattr, T_TIMEOUT_MS, &conn),
+			 RDMX_OK);
+	buf_alloc(&s, &dst, 16 << 20, RDMX_ACCESS_LOCAL_WRITE);
+	r = sge_of(&dst, 0, dst.len);
+	assert_int_equal(rdmx_post_recv(conn, &r, 1, 7), RDMX_OK);
+	/* Let the sender fill the pipe with part of its frame, then kill it. */
+	usleep(300 * 1000);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	t0 = now_s();
+	expect_wc(s.cq, RDMX_ERR_CONN_LOST, RDMX_OP_RECV);
+	assert_true(now_s() - t0 < 2.0);
+	rdmx_conn_close(conn);
+	buf_free(&dst);
+	rdmx_listener_close(lst);
+	side_close(&s);
+}
+
 static void test_conn_close_flushes(void **state)
 {
 	struct pair p;
@@ -239,6 +306,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_target_killed_mid_write),
 		cmocka_unit_test(test_conn_initiator_killed_mid_write),
+		cmocka_unit_test(test_conn_peer_killed_mid_frame_unread),
 		cmocka_unit_test(test_conn_close_flushes),
 	};
 

@@ -10,7 +10,8 @@ SEND, WRITE, WRITE_IMM, READ_REQ, ATOMIC_REQ, ACK, NAK, READ_RESP, ATOMIC_RESP, 
 
 def frame(t, op=0, credits=0, length=0, rkey=b"RKEY", seq=0, addr=b"ADDRADDR",
           arg0=0, arg1=0, payload=b""):
-    hdr = struct.pack(">BBBBII", 1, t, op, 0, credits, length) + rkey
+    flags = 1 if t in (WRITE, WRITE_IMM, READ_REQ) and op and payload[:8] == b"ADDRADDR" else 0
+    hdr = struct.pack(">BBBBII", 1, t, op, flags, credits, length) + rkey
     hdr += struct.pack(">Q", seq) + addr + struct.pack(">QQ", arg0, arg1)
     assert len(hdr) == 48
     return hdr + payload
@@ -34,6 +35,9 @@ def tcp_seeds():
                    frame(NAK, op=2, seq=3),
         "nak_access": frame(NAK, op=1, seq=0),
         "truncated": frame(WRITE, length=4000, payload=b"w" * 100),
+        # single copy is refused on a pipe without it (tcp)
+        "write_byref": frame(WRITE, op=1, length=64,
+                             payload=b"ADDRADDR" + struct.pack(">Q", 64)),
     }
     s["stream"] = b"".join(s[k] for k in ("credit", "write", "read_req",
                                           "fetch_add", "send", "answers"))

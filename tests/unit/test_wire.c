@@ -51,7 +51,7 @@ static void test_tcp_hdr_rejects_bad_frames(void **state)
 	bad[1] = RDMX_SW_TYPE_MAX + 1;
 	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
 	memcpy(bad, b, sizeof(b));
-	bad[3] = 1; /* reserved */
+	bad[3] = 0x80; /* unknown flag */
 	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
 	memcpy(bad, b, sizeof(b));
 	bad[8] = 0x80; /* length 2^31 + 10 */
@@ -62,6 +62,40 @@ static void test_tcp_hdr_rejects_bad_frames(void **state)
 	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_ATOMIC_REQ, .op = 9 };
 	rdmx_sw_hdr_pack(&h, b);
 	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+}
+
+static void test_sw_hdr_byref(void **state)
+{
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_WRITE,
+				 .flags = RDMX_SW_F_BYREF,
+				 .op = 3,
+				 .length = 1 << 20 },
+			   g;
+	uint8_t b[RDMX_SW_HDR_LEN];
+
+	(void)state;
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_OK);
+	/* Descriptors travel, not the data. */
+	assert_int_equal(rdmx_sw_wire_len(&g), 3 * RDMX_SW_REF_LEN);
+	h.op = 0; /* no descriptor */
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+	h.op = RDMX_MAX_SGE + 1;
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_SEND,
+				  .flags = RDMX_SW_F_BYREF,
+				  .op = 1,
+				  .length = 8 };
+	rdmx_sw_hdr_pack(&h, b); /* SEND never goes by reference */
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_ERR_PROTOCOL);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_READ_RESP,
+				  .flags = RDMX_SW_F_BYREF,
+				  .length = 99 };
+	rdmx_sw_hdr_pack(&h, b);
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_OK);
+	assert_int_equal(rdmx_sw_wire_len(&g), 0);
 }
 
 static void test_hs_round_trip(void **state)
@@ -136,6 +170,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tcp_hdr_round_trip),
 		cmocka_unit_test(test_tcp_hdr_rejects_bad_frames),
+		cmocka_unit_test(test_sw_hdr_byref),
 		cmocka_unit_test(test_hs_round_trip),
 		cmocka_unit_test(test_remote_pack),
 		cmocka_unit_test(test_strerror_names_every_status),

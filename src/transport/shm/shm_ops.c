@@ -8,7 +8,12 @@ static const struct rdmx_sw_transport rdmx_shm_transport = {
 
 static rdmx_status rdmx_shm_open(struct rdmx_ctx *ctx, void **priv_p)
 {
-	return rdmx_sw_open(ctx, &rdmx_shm_transport, priv_p);
+	rdmx_status st = rdmx_sw_open(ctx, &rdmx_shm_transport, priv_p);
+
+	if (!st)
+		((struct rdmx_sw_ctx *)*priv_p)->byref_min =
+			ctx->cfg.shm_single_copy_min;
+	return st;
 }
 
 /* Map both rings over the control socket, which stays as liveness. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -152,6 +153,40 @@ static void rdmx_shm_wake(struct rdmx_sw_conn *c, bool aux)
 		rdmx_debug("shm: doorbell read: %m");
 }
 
+/*
+ * Single copy (CMA) between our memory and the peer's. The engine calls
+ * these on the target, after its own registration check, with the
+ * initiator's buffers as @remote. The peer's death is known from the
+ * control socket; a process_vm call on a dead pid fails with ESRCH.
+ */
+static ssize_t rdmx_shm_pull(struct rdmx_sw_conn *c, const struct iovec *local,
+			     int nlocal, const struct iovec *remote,
+			     int nremote)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	ssize_t n;
+
+	if (p->peer_gone)
+		return -ESRCH;
+	n = process_vm_readv(p->peer_pid, local, (unsigned long)nlocal, remote,
+			     (unsigned long)nremote, 0);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t rdmx_shm_push(struct rdmx_sw_conn *c, const struct iovec *local,
+			     int nlocal, const struct iovec *remote,
+			     int nremote)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	ssize_t n;
+
+	if (p->peer_gone)
+		return -ESRCH;
+	n = process_vm_writev(p->peer_pid, local, (unsigned long)nlocal, remote,
+			      (unsigned long)nremote, 0);
+	return n < 0 ? -errno : n;
+}
+
 static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
@@ -182,6 +217,8 @@ const struct rdmx_sw_pipe rdmx_shm_pipe = {
 	.sendv = rdmx_shm_sendv,
 	.want_out = rdmx_shm_want_out,
 	.wake = rdmx_shm_wake,
+	.pull = rdmx_shm_pull,
+	.push = rdmx_shm_push,
 	.ready = rdmx_shm_ready,
 	.shutdown = rdmx_shm_shutdown,
 	.destroy = rdmx_shm_destroy,

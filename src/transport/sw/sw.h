@@ -40,6 +40,15 @@ struct rdmx_sw_pipe {
 	void (*want_out)(struct rdmx_sw_conn *c, bool want);
 	/* Optional: an epoll event arrived on fd (@aux false) or fd2. */
 	void (*wake)(struct rdmx_sw_conn *c, bool aux);
+	/*
+	 * Optional: move bytes between our @local buffers and the peer's
+	 * @remote ones directly (single copy). Return the bytes moved, or
+	 * -errno. With them, the engine may send one-sided payloads BYREF.
+	 */
+	ssize_t (*pull)(struct rdmx_sw_conn *c, const struct iovec *local,
+			int nlocal, const struct iovec *remote, int nremote);
+	ssize_t (*push)(struct rdmx_sw_conn *c, const struct iovec *local,
+			int nlocal, const struct iovec *remote, int nremote);
 	/* Optional, lock-free: is there input? Lets polling skip epoll. */
 	bool (*ready)(struct rdmx_sw_conn *c);
 	/* The connection died: stop both directions (fds stay open). */
@@ -52,6 +61,8 @@ struct rdmx_sw_pipe {
 struct rdmx_sw_ctx {
 	struct rdmx_ctx *ctx;
 	const struct rdmx_sw_transport *tp;
+	uint64_t byref_min; /* one-sided payloads this large go BYREF; 0 never
+			     */
 	int epfd;
 	int stop_efd; /* tells the progress thread to exit */
 	pthread_t thread;
@@ -88,6 +99,8 @@ struct rdmx_sw_op {
 	int nlocal;
 	/* READ_RESP: the registration its payload comes from */
 	struct rdmx_mr *mr;
+	/* BYREF requests: the descriptors of our buffers, as sent */
+	uint8_t refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN];
 };
 
 struct rdmx_sw_queue {
@@ -144,6 +157,7 @@ struct rdmx_sw_conn {
 	int rx_niov, rx_iov_i;
 	uint64_t rx_left;
 	uint16_t rx_nak; /* answer with this NAK when placed */
+	uint8_t rx_refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN]; /* BYREF descriptors */
 	struct rdmx_mr *rx_mr; /* WRITE target, held while placing */
 	struct rdmx_sw_recv *rx_recv; /* RECV a SEND is filling */
 };

@@ -200,9 +200,28 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq)
 	return rdmx_sw_answer(c, &h, NULL, NULL);
 }
 
+/*
+ * BYREF: instead of the data, send descriptors of our buffers; the target
+ * checks its registration, then moves the bytes itself (single copy).
+ */
+static void rdmx_sw_op_byref(struct rdmx_sw_op *op, const struct rdmx_wr *wr)
+{
+	for (int i = 0; i < wr->num_sge; i++) {
+		rdmx_put_be(op->refs + i * RDMX_SW_REF_LEN,
+			    (uintptr_t)wr->sg_list[i].addr, 8);
+		rdmx_put_be(op->refs + i * RDMX_SW_REF_LEN + 8,
+			    wr->sg_list[i].length, 8);
+	}
+	op->iov[1].iov_base = op->refs;
+	op->iov[1].iov_len = (size_t)wr->num_sge * RDMX_SW_REF_LEN;
+	op->iovcnt = 2;
+	op->h.flags = RDMX_SW_F_BYREF;
+	op->h.op = (uint8_t)wr->num_sge;
+}
+
 /* Fill @op's frame and bookkeeping from a checked work request. */
 static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
-			    uint64_t total)
+			    uint64_t total, bool byref)
 {
 	bool payload = wr->opcode == RDMX_OP_SEND ||
 		       wr->opcode == RDMX_OP_WRITE ||
@@ -246,6 +265,8 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 		op->h.arg1 = wr->swap;
 		break;
 	}
+	if (byref)
+		rdmx_sw_op_byref(op, wr);
 }
 
 rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
@@ -267,7 +288,12 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	op = calloc(1, sizeof(*op));
 	if (!op)
 		return RDMX_ERR_NOMEM;
-	rdmx_sw_op_fill(op, wr, total);
+	rdmx_sw_op_fill(op, wr, total,
+			c->tctx->byref_min && total >= c->tctx->byref_min &&
+				wr->num_sge &&
+				(wr->opcode == RDMX_OP_WRITE ||
+				 wr->opcode == RDMX_OP_WRITE_IMM ||
+				 wr->opcode == RDMX_OP_READ));
 
 	pthread_mutex_lock(&c->lock);
 	if (c->dead)

@@ -67,11 +67,11 @@ static ssize_t rdmx_sw_rx_fill(struct rdmx_sw_conn *c)
 	return -1;
 }
 
-/* Expect @len payload bytes, to land in @dst (NULL: read and drop them). */
+/* Expect the frame's payload, to land in @dst (NULL: read and drop it). */
 static void rdmx_sw_rx_expect(struct rdmx_sw_conn *c, const struct iovec *dst,
 			      int ndst)
 {
-	uint64_t left = c->rx_h.length;
+	uint64_t left = rdmx_sw_wire_len(&c->rx_h);
 
 	c->rx_niov = 0;
 	c->rx_iov_i = 0;
@@ -84,7 +84,7 @@ static void rdmx_sw_rx_expect(struct rdmx_sw_conn *c, const struct iovec *dst,
 		c->rx_iov[c->rx_niov++].iov_len = n;
 		left -= n;
 	}
-	c->rx_left = c->rx_h.length;
+	c->rx_left = rdmx_sw_wire_len(&c->rx_h);
 	c->rx_in_payload = true;
 }
 
@@ -172,6 +172,51 @@ static void rdmx_sw_rx_send(struct rdmx_sw_conn *c)
 	rdmx_sw_rx_expect(c, c->rx_recv->iov, c->rx_recv->niov);
 }
 
+/* A BYREF request's descriptors land here. */
+static void rdmx_sw_rx_expect_refs(struct rdmx_sw_conn *c)
+{
+	struct iovec dst = { c->rx_refs, sizeof(c->rx_refs) };
+
+	rdmx_sw_rx_expect(c, &dst, 1);
+}
+
+/*
+ * Move a BYREF request's data between the region the target checked and
+ * the initiator's buffers: pull for a WRITE, push for a READ. Returns 0,
+ * -EPROTO when the descriptors do not add up to the length, or -EFAULT.
+ */
+static int rdmx_sw_byref_move(struct rdmx_sw_conn *c, bool pull)
+{
+	const struct rdmx_sw_hdr *h = &c->rx_h;
+	const struct rdmx_sw_pipe *pipe = c->tctx->tp->pipe;
+	struct iovec remote[RDMX_MAX_SGE];
+	struct iovec local = { (void *)(uintptr_t)h->addr, h->length };
+	uint64_t total = 0;
+	ssize_t n;
+
+	for (int i = 0; i < h->op; i++) {
+		const uint8_t *d = c->rx_refs + i * RDMX_SW_REF_LEN;
+		uint64_t len = rdmx_get_be(d + 8, 8);
+
+		if (len > RDMX_SW_MAX_MSG)
+			return -EPROTO;
+		remote[i].iov_base = (void *)(uintptr_t)rdmx_get_be(d, 8);
+		remote[i].iov_len = len;
+		total += len;
+	}
+	if (total != h->length)
+		return -EPROTO;
+	n = pull ? pipe->pull(c, &local, 1, remote, h->op)
+		 : pipe->push(c, &local, 1, remote, h->op);
+	if (n == (ssize_t)h->length)
+		return 0;
+	errno = n < 0 ? (int)-n : EFAULT;
+	rdmx_info("%s connection to %s: single-copy %s of %u bytes failed: %m",
+		  c->base.ops->name, c->base.info.peer_addr,
+		  pull ? "pull" : "push", h->length);
+	return -EFAULT;
+}
+
 static void rdmx_sw_rx_write(struct rdmx_sw_conn *c)
 {
 	const struct rdmx_sw_hdr *h = &c->rx_h;
@@ -192,6 +237,10 @@ static void rdmx_sw_rx_write(struct rdmx_sw_conn *c)
 		rdmx_sw_rx_expect(c, NULL, 0);
 		return;
 	}
+	if (h->flags & RDMX_SW_F_BYREF) {
+		rdmx_sw_rx_expect_refs(c);
+		return;
+	}
 	dst.iov_base = (void *)(uintptr_t)h->addr;
 	dst.iov_len = h->length;
 	rdmx_sw_rx_expect(c, &dst, 1);
@@ -209,10 +258,17 @@ static void rdmx_sw_rx_read_req(struct rdmx_sw_conn *c)
 	if (h->length) {
 		mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
 				     RDMX_ACCESS_REMOTE_READ);
-		if (!mr) {
+		if (!mr && !(h->flags & RDMX_SW_F_BYREF)) {
 			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
 			return;
 		}
+	}
+	if (h->flags & RDMX_SW_F_BYREF) {
+		/* Answered in rx_done, once the descriptors are in. */
+		c->rx_mr = mr;
+		c->rx_nak = h->length && !mr ? RDMX_SW_NAK_ACCESS : 0;
+		rdmx_sw_rx_expect_refs(c);
+		return;
 	}
 	/* The reference keeps the region registered until the bytes are sent.
 	 */
@@ -290,6 +346,11 @@ static void rdmx_sw_rx_read_resp(struct rdmx_sw_conn *c)
 		rdmx_sw_proto_fail(c, "READ answer of the wrong length");
 		return;
 	}
+	if (c->rx_h.flags & RDMX_SW_F_BYREF) {
+		/* The target placed the data itself before answering. */
+		rdmx_sw_retire(c, RDMX_OK);
+		return;
+	}
 	rdmx_sw_rx_expect(c, op->local, op->nlocal);
 }
 
@@ -321,6 +382,10 @@ static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 	if (c->rx_h.credits > RDMX_SW_MAX_CREDITS ||
 	    c->peer_credits > RDMX_SW_MAX_CREDITS - c->rx_h.credits) {
 		rdmx_sw_proto_fail(c, "impossible credit grant");
+		return;
+	}
+	if ((c->rx_h.flags & RDMX_SW_F_BYREF) && !c->tctx->tp->pipe->pull) {
+		rdmx_sw_proto_fail(c, "single-copy frame on a pipe without it");
 		return;
 	}
 	c->peer_credits += c->rx_h.credits;
@@ -356,6 +421,17 @@ static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 	}
 }
 
+/* Move a BYREF request's data; a failure becomes its NAK. */
+static void rdmx_sw_rx_done_byref(struct rdmx_sw_conn *c, bool pull)
+{
+	int rc = rdmx_sw_byref_move(c, pull);
+
+	if (rc == -EPROTO)
+		rdmx_sw_proto_fail(c, "BYREF descriptors do not add up");
+	else if (rc)
+		c->rx_nak = RDMX_SW_NAK_ACCESS;
+}
+
 /* The whole payload of the current frame has arrived. */
 static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 {
@@ -380,8 +456,12 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 		break;
 	case RDMX_SW_WRITE:
 	case RDMX_SW_WRITE_IMM:
+		if (!c->rx_nak && (h->flags & RDMX_SW_F_BYREF) && h->length)
+			rdmx_sw_rx_done_byref(c, true);
 		rdmx_mr_release(c->rx_mr);
 		c->rx_mr = NULL;
+		if (c->dead)
+			break;
 		if (c->rx_nak) {
 			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
 			break;
@@ -393,6 +473,24 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 			free(r);
 		}
 		rdmx_sw_ack(c, h->seq);
+		break;
+	case RDMX_SW_READ_REQ: /* BYREF: the descriptors are in */
+		if (!c->rx_nak && h->length)
+			rdmx_sw_rx_done_byref(c, false);
+		rdmx_mr_release(c->rx_mr);
+		c->rx_mr = NULL;
+		if (c->dead)
+			break;
+		if (c->rx_nak) {
+			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
+		} else {
+			struct rdmx_sw_hdr a = { .type = RDMX_SW_READ_RESP,
+						 .flags = RDMX_SW_F_BYREF,
+						 .seq = h->seq,
+						 .length = h->length };
+
+			rdmx_sw_answer(c, &a, NULL, NULL);
+		}
 		break;
 	case RDMX_SW_READ_RESP:
 		rdmx_sw_retire(c, RDMX_OK);
@@ -501,8 +599,9 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 
 /*
  * Pipes that can say "input ready" without a system call (shared-memory
- * rings) are polled directly: a spinning caller then makes no syscall at
- * all. Others ask epoll.
+ * rings) are polled directly first: a caller spinning on arriving data then
+ * makes no syscall. Only when no ring has input does it ask epoll, which
+ * also carries what rings cannot show (a peer's control socket closing).
  */
 static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
 {
@@ -527,8 +626,11 @@ int rdmx_sw_progress(void *priv)
 	struct epoll_event ev[32];
 	int n;
 
-	if (tctx->tp->pipe->ready)
-		return rdmx_sw_poll_ready(tctx);
+	if (tctx->tp->pipe->ready) {
+		n = rdmx_sw_poll_ready(tctx);
+		if (n)
+			return n;
+	}
 	n = epoll_wait(tctx->epfd, ev, 32, 0);
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n) : 0;
 }

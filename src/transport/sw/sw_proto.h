@@ -1,15 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Wire format of the tcp transport. Only this file knows the byte layout.
+ * Wire format of the software RC engine (the tcp and shm transports). Only
+ * this file knows the byte layout.
  *
- * Every frame is a 48-byte header, then `length` payload bytes for SEND,
- * WRITE, WRITE_IMM and READ_RESP (READ_REQ's length is the amount asked
- * for; every other type has length 0). Integers are big-endian.
+ * Every frame is a 48-byte header, then rdmx_sw_wire_len() payload bytes:
+ * `length` data bytes for SEND, WRITE, WRITE_IMM and READ_RESP (READ_REQ's
+ * length is the amount asked for; every other type has length 0). With
+ * RDMX_SW_F_BYREF (pipes that can reach the peer's memory: shm), a WRITE,
+ * WRITE_IMM or READ_REQ carries `op` descriptors of the initiator's buffers
+ * instead (be64 address, be64 length each) and the target moves the data
+ * itself, once, after its access check; the READ_RESP then carries nothing.
+ * Integers are big-endian.
  *
  *    0  u8   version        RDMX_SW_PROTO_VERSION
  *    1  u8   type           enum rdmx_sw_type
- *    2  u8   op             ATOMIC_REQ: enum rdmx_sw_atomic; NAK: code
- *    3  u8   reserved       0
+ *    2  u8   op             ATOMIC_REQ: enum rdmx_sw_atomic; NAK: code;
+ *                           BYREF requests: descriptor count (1..16)
+ *    3  u8   flags          RDMX_SW_F_BYREF
  *    4  be32 credits        RECVs the sender posted since its last frame
  *    8  be32 length
  *   12  be32 rkey           one-sided requests
@@ -28,6 +35,7 @@
 #ifndef RDMX_SW_PROTO_H
 #define RDMX_SW_PROTO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "bytes.h"
@@ -37,6 +45,11 @@
 #define RDMX_SW_HDR_LEN 48
 #define RDMX_SW_MAX_MSG (1u << 31)
 #define RDMX_SW_MAX_CREDITS 65536 /* the largest tcp.rx_depth */
+#define RDMX_SW_REF_LEN 16 /* one BYREF descriptor */
+
+enum {
+	RDMX_SW_F_BYREF = 1 << 0,
+};
 
 enum rdmx_sw_type {
 	RDMX_SW_SEND = 1,
@@ -66,6 +79,7 @@ struct rdmx_sw_hdr {
 	uint8_t version;
 	uint8_t type;
 	uint8_t op;
+	uint8_t flags;
 	uint32_t credits;
 	uint32_t length;
 	uint32_t rkey;
@@ -81,7 +95,7 @@ static inline void rdmx_sw_hdr_pack(const struct rdmx_sw_hdr *h,
 	b[0] = RDMX_SW_PROTO_VERSION;
 	b[1] = h->type;
 	b[2] = h->op;
-	b[3] = 0;
+	b[3] = h->flags;
 	rdmx_put_be(b + 4, h->credits, 4);
 	rdmx_put_be(b + 8, h->length, 4);
 	rdmx_put_be(b + 12, h->rkey, 4);
@@ -98,9 +112,18 @@ static inline int rdmx_sw_has_payload(uint8_t type)
 	       type == RDMX_SW_WRITE_IMM || type == RDMX_SW_READ_RESP;
 }
 
+/* Bytes that follow a header on the wire. */
+static inline uint32_t rdmx_sw_wire_len(const struct rdmx_sw_hdr *h)
+{
+	if (h->flags & RDMX_SW_F_BYREF)
+		return h->type == RDMX_SW_READ_RESP ? 0
+						    : h->op * RDMX_SW_REF_LEN;
+	return rdmx_sw_has_payload(h->type) ? h->length : 0;
+}
+
 /*
- * Decode and validate a header: version, type, reserved byte, length bound
- * and the fields each type must leave zero. RDMX_ERR_PROTOCOL on any fault.
+ * Decode and validate a header: version, type, flags, length bound and the
+ * fields each type must leave zero. RDMX_ERR_PROTOCOL on any fault.
  */
 static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
 					     struct rdmx_sw_hdr *h)
@@ -108,6 +131,7 @@ static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
 	h->version = b[0];
 	h->type = b[1];
 	h->op = b[2];
+	h->flags = b[3];
 	h->credits = (uint32_t)rdmx_get_be(b + 4, 4);
 	h->length = (uint32_t)rdmx_get_be(b + 8, 4);
 	h->rkey = (uint32_t)rdmx_get_be(b + 12, 4);
@@ -115,9 +139,20 @@ static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
 	h->addr = rdmx_get_be(b + 24, 8);
 	h->arg0 = rdmx_get_be(b + 32, 8);
 	h->arg1 = rdmx_get_be(b + 40, 8);
-	if (h->version != RDMX_SW_PROTO_VERSION || b[3] || !h->type ||
-	    h->type > RDMX_SW_TYPE_MAX || h->length > RDMX_SW_MAX_MSG)
+	if (h->version != RDMX_SW_PROTO_VERSION || !h->type ||
+	    h->type > RDMX_SW_TYPE_MAX || h->length > RDMX_SW_MAX_MSG ||
+	    (h->flags & ~RDMX_SW_F_BYREF))
 		return RDMX_ERR_PROTOCOL;
+	if (h->flags & RDMX_SW_F_BYREF) {
+		bool req = h->type == RDMX_SW_WRITE ||
+			   h->type == RDMX_SW_WRITE_IMM ||
+			   h->type == RDMX_SW_READ_REQ;
+
+		if (!(req || h->type == RDMX_SW_READ_RESP) ||
+		    (req && (!h->op || h->op > RDMX_MAX_SGE)) ||
+		    (!req && h->op))
+			return RDMX_ERR_PROTOCOL;
+	}
 	if (!rdmx_sw_has_payload(h->type) && h->type != RDMX_SW_READ_REQ &&
 	    h->length)
 		return RDMX_ERR_PROTOCOL;
