@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,16 @@ bool cli_addr_ok(const char *addr)
 	       !rdmx_addr_split(addr, host, sizeof(host), port, sizeof(port));
 }
 
+int cli_take_addr(const char *cmd, int argc, char **argv,
+		  const char **addr_p)
+{
+	if (optind < argc)
+		*addr_p = argv[optind++];
+	if (optind < argc)
+		return cli_fail(cmd, "unexpected argument '%s'", argv[optind]);
+	return cli_addr_ok(*addr_p) ? 0 : 1;
+}
+
 bool cli_is_server(const char *arg)
 {
 	if (!arg || !*arg || *arg == ':')
@@ -128,4 +139,111 @@ rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 		if (cli_now_us() > deadline)
 			return RDMX_ERR_TIMEOUT;
 	}
+}
+
+/* ---- sessions ------------------------------------------------------------ */
+
+rdmx_status cli_session_open(struct cli_session *s, const char *config)
+{
+	struct rdmx_ctx_attr attr = { .mask = config ? RDMX_CTX_ATTR_CONFIG_FILE
+						     : 0,
+				      .config_file = config };
+	rdmx_status st;
+
+	memset(s, 0, sizeof(*s));
+	st = rdmx_ctx_create(&attr, &s->ctx);
+	if (!st)
+		st = rdmx_cq_create(s->ctx, &s->cq);
+	if (!st)
+		st = rdmx_mr_reg(s->ctx, s->out, CLI_MSG, 0, &s->out_mr);
+	if (!st)
+		st = rdmx_mr_reg(s->ctx, s->in, CLI_MSG,
+				 RDMX_ACCESS_LOCAL_WRITE, &s->in_mr);
+	return st;
+}
+
+void cli_session_close(struct cli_session *s)
+{
+	rdmx_conn_close(s->conn);
+	s->conn = NULL;
+	rdmx_mr_dereg(s->in_mr);
+	rdmx_mr_dereg(s->out_mr);
+	rdmx_cq_destroy(s->cq);
+	rdmx_ctx_destroy(s->ctx);
+}
+
+rdmx_status cli_connect(struct cli_session *s, const char *addr)
+{
+	struct rdmx_conn_attr attr = { .cq = s->cq };
+
+	return rdmx_connect(s->ctx, addr, &attr, 5000, &s->conn);
+}
+
+rdmx_status cli_recv_ctl(struct cli_session *s)
+{
+	struct rdmx_sge sg = { s->in, CLI_MSG, s->in_mr };
+
+	return rdmx_post_recv(s->conn, &sg, 1, 0);
+}
+
+rdmx_status cli_send_ctl(struct cli_session *s, uint32_t len)
+{
+	struct rdmx_sge sg = { s->out, len, s->out_mr };
+	struct rdmx_completion wc;
+	rdmx_status st;
+
+	st = rdmx_post_send(s->conn, &sg, 1);
+	return st ? st : cli_expect(s, RDMX_OP_SEND, &wc);
+}
+
+rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
+		       struct rdmx_completion *wc)
+{
+	rdmx_status st = cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
+
+	if (st)
+		return st;
+	if (wc->status)
+		return wc->status;
+	return wc->opcode == op ? RDMX_OK : RDMX_ERR_PROTOCOL;
+}
+
+int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
+	      bool once, cli_serve_fn fn, void *arg)
+{
+	struct rdmx_conn_attr attr = { .cq = s->cq };
+	struct rdmx_listener *lst;
+	unsigned served = 0, failed = 0;
+	rdmx_status st;
+
+	addr = addr ? addr : ":18515";
+	st = rdmx_listen(s->ctx, addr, &lst);
+	if (st)
+		return cli_fail(cmd, "cannot serve on %s: %s", addr,
+				rdmx_strerror(st));
+	printf("rdmx %s: server listening on port %d\n", cmd,
+	       rdmx_listener_port(lst));
+	fflush(stdout);
+	cli_catch_signals();
+	while (!cli_stop) {
+		st = rdmx_accept(lst, &attr, 200, &s->conn);
+		if (st == RDMX_ERR_TIMEOUT)
+			continue;
+		if (st)
+			break;
+		st = fn(s, arg);
+		if (st && st != RDMX_ERR_INVALID)
+			fprintf(stderr, "rdmx %s: client session failed: %s\n",
+				cmd, rdmx_strerror(st));
+		st ? failed++ : served++;
+		rdmx_conn_close(s->conn);
+		s->conn = NULL;
+		fflush(stdout);
+		if (once)
+			break;
+	}
+	rdmx_listener_close(lst);
+	printf("rdmx %s: server done: %u sessions ok, %u failed\n", cmd, served,
+	       failed);
+	return failed ? 1 : 0;
 }

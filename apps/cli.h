@@ -30,6 +30,13 @@ bool cli_is_server(const char *arg);
 /* True when @addr (or NULL) is a well-formed address; else logs why. */
 bool cli_addr_ok(const char *addr);
 
+/*
+ * After getopt: take the optional [HOST][:PORT] argument into *addr_p and
+ * refuse anything after it. Returns 0, or 1 when the user was told why.
+ */
+int cli_take_addr(const char *cmd, int argc, char **argv,
+		  const char **addr_p);
+
 double cli_now_us(void);
 
 /* Sort @v and return the @q quantile (0..1). */
@@ -39,8 +46,58 @@ double cli_quantile(double *v, size_t n, double q);
 rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 		     int timeout_ms);
 
+/* ---- a session: context, cq, connection and 64-byte control messages ---- */
+
+#define CLI_MSG 64
+#define CLI_TIMEOUT_MS 10000
+
+struct cli_session {
+	struct rdmx_ctx *ctx;
+	struct rdmx_cq *cq;
+	struct rdmx_conn *conn;
+	uint8_t out[CLI_MSG], in[CLI_MSG]; /* control messages */
+	struct rdmx_mr *out_mr, *in_mr;
+};
+
+rdmx_status cli_session_open(struct cli_session *s, const char *config);
+/* Closes the connection too. */
+void cli_session_close(struct cli_session *s);
+rdmx_status cli_connect(struct cli_session *s, const char *addr);
+/* Post a RECV for the next control message into s->in. */
+rdmx_status cli_recv_ctl(struct cli_session *s);
+/* SEND s->out (@len bytes) and wait for its completion. */
+rdmx_status cli_send_ctl(struct cli_session *s, uint32_t len);
+/* Wait for the next completion; an error status or another opcode fails. */
+rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
+		       struct rdmx_completion *wc);
+
+/*
+ * Serve clients one at a time on @addr until SIGINT or SIGTERM (or after
+ * one with @once), calling @fn for each, then print a one-line summary.
+ * Returns the exit code.
+ */
+typedef rdmx_status (*cli_serve_fn)(struct cli_session *s, void *arg);
+int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
+	      bool once, cli_serve_fn fn, void *arg);
+
+static inline void cli_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static inline uint64_t cli_get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
 /* Subcommands. */
 int cli_demo(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 int cli_info(int argc, char **argv);
 
 #endif

@@ -37,9 +37,34 @@ static int info_config(const char *file)
 	return 0;
 }
 
+/* Connect to an rdmx server and say which transport the handshake picks. */
+static int info_peer(const char *addr)
+{
+	struct rdmx_conn_info info;
+	struct cli_session s;
+	rdmx_status st;
+
+	if (!cli_addr_ok(addr))
+		return 1;
+	st = cli_session_open(&s, NULL);
+	if (!st)
+		st = cli_connect(&s, addr);
+	if (st) {
+		cli_session_close(&s);
+		return cli_fail("info", "cannot reach %s: %s", addr,
+				rdmx_strerror(st));
+	}
+	rdmx_conn_info(s.conn, &info);
+	printf("peer %s: transport %s: %s\n", info.peer_addr, info.transport,
+	       info.reason);
+	cli_session_close(&s);
+	return 0;
+}
+
 int cli_info(int argc, char **argv)
 {
 	static const struct option lo[] = {
+		{ "peer", required_argument, NULL, 'p' },
 		{ "config", optional_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -50,22 +75,29 @@ int cli_info(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (c == 'c')
 			return info_config(optarg);
+		if (c == 'p')
+			return info_peer(optarg);
 		if (c == 'h') {
-			printf("usage: rdmx info [--config[=FILE]]\n"
+			printf("usage: rdmx info [--config[=FILE]] "
+			       "[--peer HOST:PORT]\n"
 			       "  --config  print every configuration key with "
-			       "its value, default, source and variable\n");
+			       "its value, default, source and variable\n"
+			       "  --peer    connect to an rdmx server and print "
+			       "the transport chosen, and why\n");
 			return 0;
 		}
 		return cli_fail("info", "see rdmx info --help");
 	}
 	printf("rdmx %d.%d\n", RDMX_VERSION_MAJOR, RDMX_VERSION_MINOR);
 	printf("transports: ");
-	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
-		const struct rdmx_transport_ops *ops = rdmx_transport_by_id(i);
+	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--) {
+		const struct rdmx_transport_ops *ops;
 
+		ops = rdmx_transport_by_id((unsigned)i);
 		if (ops)
 			printf("%s ", ops->name);
 	}
-	printf("\nverbs: not in this build yet; every connection uses tcp\n");
+	printf("(best first; shm between processes of one host, tcp "
+	       "otherwise)\nverbs: not in this build yet\n");
 	return 0;
 }

@@ -11,7 +11,8 @@ static void usage(FILE *f)
 		"usage: rdmx <command> [options]\n"
 		"commands:\n"
 		"  demo send|write|read [HOST][:PORT]   the RDMA communication modes\n"
-		"  info [--config]                      transports and configuration\n"
+		"  bench [HOST][:PORT]                  latency and bandwidth, as perftest\n"
+		"  info [--config] [--peer HOST:PORT]   transports, configuration, choice\n"
 		"  version                              print the version\n"
 		"Run 'rdmx <command> --help' for the options of one command.\n");
 }
@@ -24,6 +25,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "demo"))
 		return cli_demo(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "bench"))
+		return cli_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "info"))
 		return cli_info(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

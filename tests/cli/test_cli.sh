@@ -107,6 +107,52 @@ else
 	cat "$tmp/server"
 fi
 
+# Which transport a peer gets, and why: shm here; tcp when forced.
+serve send :0 || exit 1
+if run "info --peer" 0 "$rdmx" info --peer "127.0.0.1:$port" &&
+	grep -qE "transport shm: best both sides support" "$tmp/out" &&
+	RDMX_TRANSPORT=tcp run "info --peer tcp" 0 "$rdmx" info --peer "127.0.0.1:$port" &&
+	grep -q "transport tcp: forced by transport=tcp" "$tmp/out"; then
+	ok "info --peer: the transport chosen and why"
+else
+	bad "info --peer"
+fi
+kill -TERM "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
+# rdmx bench as a user runs it: both transports, latency and bandwidth.
+for t in shm tcp; do
+	"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
+	server=$!
+	for _ in $(seq 200); do
+		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+		[ -n "$port" ] && break
+		sleep 0.02
+	done
+	if RDMX_TRANSPORT=$t run "bench $t" 0 "$rdmx" bench "127.0.0.1:$port" --op write -s 4k -n 200 --json &&
+		python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["lat_us"]
+assert d["transport"]==sys.argv[2] and d["op"]=="write" and d["size"]==4096 and d["iters"]==200
+assert 0 < l["min"] <= l["median"] <= l["p90"] <= l["p99"] <= l["p99_9"] <= l["max"]' "$tmp/out" "$t" &&
+		wait "$server"; then
+		ok "bench --json over $t: write latency percentiles in order"
+	else
+		bad "bench $t"
+	fi
+done
+"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
+server=$!
+sleep 0.3
+port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+if run "bench bw" 0 "$rdmx" bench "127.0.0.1:$port" --op read --bw -s 64k -n 500 -t 16 --json &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["mode"]=="bw" and d["depth"]==16 and d["gb_per_s"] > 0 and d["msg_per_s"] > 0' "$tmp/out" &&
+	wait "$server"; then
+	ok "bench --bw --json: read bandwidth"
+else
+	bad "bench bw"
+fi
+one_line "bench unknown op" "unknown --op 'teleport'" "$rdmx" bench localhost --op teleport
+
 if RDMX_TCP_TX_DEPTH=7 run "info" 0 "$rdmx" info --config &&
 	grep -qE "^tcp.tx_depth +7 +1024 +env +RDMX_TCP_TX_DEPTH" "$tmp/out"; then
 	ok "info --config: value, default, source and variable"

@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmx bench [HOST][:PORT] - latency and bandwidth, as perftest measures
+ * them, over whichever transport the connection picked.
+ *
+ * Latency: send is a ping-pong of SENDs and write a ping-pong of WRITEs in
+ * which each side spins on the last byte of its buffer (as ib_write_lat):
+ * both report half the round trip. read and atomic report the whole
+ * operation. Bandwidth: `depth` operations in flight, messages/s and GB/s.
+ *
+ * Session: the client SENDs a 64-byte hello (op, mode, size, iterations,
+ * depth, its buffer's descriptor); the server answers with its own
+ * descriptor and serves. A completion already means "placed", so nothing
+ * else is needed for timing; for one-sided ops the client SENDs 8 bytes of
+ * "finished" at the end, since the server saw none of them.
+ *
+ * Buffers: `depth` slots of `size` bytes for bandwidth; for write latency
+ * two slots, [0] that the peer writes into and [1] that we write from.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define BENCH_MAGIC 0x52444d42u /* "RDMB" */
+
+enum bench_op { B_SEND = 1, B_WRITE, B_READ, B_ATOMIC };
+static const char *const bench_ops[] = { NULL, "send", "write", "read",
+					 "atomic" };
+
+struct bench_opts {
+	const char *addr, *config;
+	enum bench_op op;
+	bool bw, json, once;
+	uint64_t size, iters, depth;
+};
+
+/* One side's data buffer: `depth` slots of `size` bytes. */
+struct bench_buf {
+	uint8_t *p;
+	size_t len;
+	struct rdmx_mr *mr;
+};
+
+static rdmx_status bench_buf_alloc(struct cli_session *s, struct bench_buf *b,
+				   size_t len)
+{
+	b->len = len < 8 ? 8 : len;
+	b->p = aligned_alloc(64, (b->len + 63) & ~(size_t)63);
+	if (!b->p)
+		return RDMX_ERR_NOMEM;
+	memset(b->p, 0, b->len);
+	return rdmx_mr_reg(s->ctx, b->p, b->len,
+			   RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+				   RDMX_ACCESS_REMOTE_READ |
+				   RDMX_ACCESS_REMOTE_ATOMIC,
+			   &b->mr);
+}
+
+static void bench_buf_free(struct bench_buf *b)
+{
+	rdmx_mr_dereg(b->mr);
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+static void bench_pack(struct cli_session *s, const struct bench_opts *o,
+		       const struct bench_buf *b)
+{
+	struct rdmx_remote rem;
+
+	memset(s->out, 0, CLI_MSG);
+	cli_put64(s->out, (uint64_t)BENCH_MAGIC << 32 | o->op << 8 | o->bw);
+	cli_put64(s->out + 8, o->size);
+	cli_put64(s->out + 16, o->iters);
+	cli_put64(s->out + 24, o->depth);
+	rdmx_mr_remote(b->mr, &rem);
+	rdmx_remote_pack(&rem, s->out + 32);
+}
+
+/* Spin until the last byte of @p reads @v, driving progress. */
+static rdmx_status bench_spin_byte(struct cli_session *s,
+				   volatile const uint8_t *p, uint8_t v)
+{
+	struct rdmx_completion wc[16];
+	double deadline = cli_now_us() + CLI_TIMEOUT_MS * 1e3;
+
+	while (*p != v) {
+		int n = rdmx_poll(s->cq, wc, 16);
+
+		for (int i = 0; i < n; i++)
+			if (wc[i].status)
+				return wc[i].status;
+		if (cli_now_us() > deadline || cli_stop)
+			return RDMX_ERR_TIMEOUT;
+	}
+	return RDMX_OK;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+/* send: take every message; in latency mode answer each with one. */
+static rdmx_status bench_serve_send(struct cli_session *s, struct bench_buf *b,
+				    const struct bench_opts *o)
+{
+	uint64_t slots = o->bw ? o->depth : 1, posted = 0;
+	struct rdmx_completion wc;
+	rdmx_status st = RDMX_OK;
+
+	for (; posted < slots && posted < o->iters && !st; posted++) {
+		struct rdmx_sge r = { b->p + (posted % slots) * o->size,
+				      (uint32_t)o->size, b->mr };
+
+		st = rdmx_post_recv(s->conn, &r, 1, posted);
+	}
+	for (uint64_t i = 0; i < o->iters && !st; i++) {
+		struct rdmx_sge r = { b->p + (i % slots) * o->size,
+				      (uint32_t)o->size, b->mr };
+
+		st = cli_expect(s, RDMX_OP_RECV, &wc);
+		if (!st && posted < o->iters)
+			st = rdmx_post_recv(s->conn, &r, 1, posted++);
+		if (!st && !o->bw) {
+			st = rdmx_post_send(s->conn, &r, i);
+			if (!st)
+				st = cli_expect(s, RDMX_OP_SEND, &wc);
+		}
+	}
+	return st;
+}
+
+/* write latency: answer each WRITE with one, once its last byte lands. */
+static rdmx_status bench_serve_write_lat(struct cli_session *s,
+					 struct bench_buf *b,
+					 const struct bench_opts *o,
+					 const struct rdmx_remote *peer)
+{
+	struct rdmx_sge sg = { b->p + o->size, (uint32_t)o->size, b->mr };
+	rdmx_status st = RDMX_OK;
+
+	for (uint64_t i = 0; i < o->iters && !st; i++) {
+		uint8_t v = (uint8_t)(i + 1);
+
+		st = bench_spin_byte(s, b->p + o->size - 1, v);
+		b->p[2 * o->size - 1] = v;
+		if (!st)
+			st = rdmx_post_write(s->conn, &sg, peer->addr,
+					     peer->rkey, i);
+	}
+	return st;
+}
+
+/* The number of slots a side needs. */
+static uint64_t bench_slots(const struct bench_opts *o)
+{
+	return o->bw ? o->depth : 2;
+}
+
+static rdmx_status bench_serve_one(struct cli_session *s, void *arg)
+{
+	struct bench_opts o = *(struct bench_opts *)arg;
+	struct rdmx_completion wc;
+	struct rdmx_remote peer;
+	struct bench_buf b = { 0 };
+	uint64_t w0;
+	rdmx_status st;
+
+	st = cli_recv_ctl(s);
+	if (!st)
+		st = cli_expect(s, RDMX_OP_RECV, &wc);
+	if (st)
+		return st;
+	w0 = cli_get64(s->in);
+	if (w0 >> 32 != BENCH_MAGIC)
+		return RDMX_ERR_PROTOCOL;
+	o.op = (enum bench_op)(w0 >> 8 & 0xff);
+	o.bw = w0 & 1;
+	o.size = cli_get64(s->in + 8);
+	o.iters = cli_get64(s->in + 16);
+	o.depth = cli_get64(s->in + 24);
+	if (o.op < B_SEND || o.op > B_ATOMIC || o.size > (1u << 30) ||
+	    !o.depth || o.depth > 4096 ||
+	    rdmx_remote_unpack(s->in + 32, 24, &peer))
+		return RDMX_ERR_PROTOCOL;
+	st = bench_buf_alloc(s, &b, o.size * bench_slots(&o));
+	if (!st && o.op != B_SEND)
+		st = cli_recv_ctl(s); /* the client's "finished" */
+	if (!st) {
+		bench_pack(s, &o, &b);
+		st = cli_send_ctl(s, CLI_MSG);
+	}
+	if (!st && o.op == B_SEND)
+		st = bench_serve_send(s, &b, &o);
+	else if (!st && o.op == B_WRITE && !o.bw)
+		st = bench_serve_write_lat(s, &b, &o, &peer);
+	/* One-sided ops need nothing from us but progress, until "finished". */
+	if (!st && o.op != B_SEND)
+		while (!(st = cli_wait(s->cq, &wc, CLI_TIMEOUT_MS)) &&
+		       wc.opcode != RDMX_OP_RECV)
+			if (wc.status)
+				st = wc.status;
+	bench_buf_free(&b);
+	return st;
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
+			      struct bench_buf *b,
+			      const struct rdmx_remote *rem, uint64_t i)
+{
+	uint64_t slot = o->bw ? i % o->depth : 0;
+	struct rdmx_sge sg = { b->p + slot * o->size, (uint32_t)o->size,
+			       b->mr };
+	uint64_t raddr = rem->addr + slot * o->size;
+
+	if (!o->bw && o->op == B_WRITE) /* from our slot 1 into its slot 0 */
+		sg.addr = b->p + o->size, raddr = rem->addr;
+
+	switch (o->op) {
+	case B_SEND:
+		return rdmx_post_send(s->conn, &sg, i);
+	case B_WRITE:
+		return rdmx_post_write(s->conn, &sg, raddr, rem->rkey, i);
+	case B_READ:
+		return rdmx_post_read(s->conn, &sg, raddr, rem->rkey, i);
+	case B_ATOMIC:
+		sg.length = 8;
+		return rdmx_post_fetch_add(s->conn, &sg, rem->addr & ~7ull,
+					   rem->rkey, 1, i);
+	}
+	return RDMX_ERR_INVALID;
+}
+
+/* Latency of iteration @i in microseconds, or < 0 on failure (st_p). */
+static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
+			     struct bench_buf *b, const struct rdmx_remote *rem,
+			     uint64_t i, rdmx_status *st_p)
+{
+	struct rdmx_sge in = { b->p, (uint32_t)o->size, b->mr };
+	struct rdmx_completion wc;
+	uint8_t v = (uint8_t)(i + 1);
+	rdmx_status st = RDMX_OK;
+	double t0;
+
+	if (o->op == B_SEND)
+		st = rdmx_post_recv(s->conn, &in, 1, i);
+	if (o->op == B_WRITE)
+		b->p[2 * o->size - 1] = v;
+	t0 = cli_now_us();
+	if (!st)
+		st = bench_post(s, o, b, rem, i);
+	/* Our op's own completion, and for send the echo too. */
+	for (int n = 0; !st && n < (o->op == B_SEND ? 2 : 1); n++) {
+		st = cli_wait(s->cq, &wc, CLI_TIMEOUT_MS);
+		if (!st)
+			st = wc.status;
+	}
+	if (!st && o->op == B_WRITE) /* the server's WRITE back */
+		st = bench_spin_byte(s, b->p + o->size - 1, v);
+	t0 = cli_now_us() - t0;
+	*st_p = st;
+	return o->op == B_SEND || o->op == B_WRITE ? t0 / 2 : t0;
+}
+
+/* Bandwidth: keep `depth` in flight; returns elapsed microseconds. */
+static double bench_bw(struct cli_session *s, const struct bench_opts *o,
+		       struct bench_buf *b, const struct rdmx_remote *rem,
+		       rdmx_status *st_p)
+{
+	struct rdmx_completion wc[64];
+	uint64_t posted = 0, done = 0;
+	rdmx_status st = RDMX_OK;
+	double t0 = cli_now_us();
+
+	while (done < o->iters && !st && !cli_stop) {
+		while (posted < o->iters && posted - done < o->depth) {
+			st = bench_post(s, o, b, rem, posted);
+			if (st == RDMX_ERR_AGAIN) {
+				st = RDMX_OK;
+				break;
+			}
+			if (st)
+				break;
+			posted++;
+		}
+		int n = rdmx_poll(s->cq, wc, 64);
+
+		for (int i = 0; i < n; i++)
+			if (wc[i].status)
+				st = wc[i].status;
+		done += n > 0 ? (uint64_t)n : 0;
+	}
+	*st_p = st;
+	return cli_now_us() - t0;
+}
+
+static void bench_report(const struct bench_opts *o, const char *transport,
+			 double *lat, size_t n, double us)
+{
+	const char *mode = o->bw ? "bw" : "lat";
+
+	if (o->bw) {
+		double mps = (double)o->iters / (us / 1e6);
+		double gbps = mps * (double)o->size / 1e9;
+
+		if (o->json)
+			printf("{\"transport\":\"%s\",\"op\":\"%s\",\"mode\":\"%s\","
+			       "\"size\":%" PRIu64 ",\"iters\":%" PRIu64
+			       ",\"depth\":%" PRIu64 ",\"msg_per_s\":%.0f,"
+			       "\"gb_per_s\":%.4f}\n",
+			       transport, bench_ops[o->op], mode, o->size,
+			       o->iters, o->depth, mps, gbps);
+		else
+			printf(" %-7s %-6s %10" PRIu64 " %8" PRIu64 " %6" PRIu64
+			       " %12.0f %10.3f\n",
+			       transport, bench_ops[o->op], o->size, o->iters,
+			       o->depth, mps, gbps);
+		return;
+	}
+	double q[6] = { cli_quantile(lat, n, 0),     cli_quantile(lat, n, 0.5),
+			cli_quantile(lat, n, 0.9),   cli_quantile(lat, n, 0.99),
+			cli_quantile(lat, n, 0.999), cli_quantile(lat, n, 1) };
+
+	if (o->json)
+		printf("{\"transport\":\"%s\",\"op\":\"%s\",\"mode\":\"%s\","
+		       "\"size\":%" PRIu64 ",\"iters\":%zu,\"lat_us\":{"
+		       "\"min\":%.3f,\"median\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
+		       "\"p99_9\":%.3f,\"max\":%.3f}}\n",
+		       transport, bench_ops[o->op], mode, o->size, n, q[0],
+		       q[1], q[2], q[3], q[4], q[5]);
+	else
+		printf(" %-7s %-6s %10" PRIu64 " %8zu %9.2f %9.2f %9.2f %9.2f "
+		       "%9.2f %9.2f\n",
+		       transport, bench_ops[o->op], o->size, n, q[0], q[1],
+		       q[2], q[3], q[4], q[5]);
+}
+
+static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
+			     const char *transport)
+{
+	struct bench_buf b = { 0 };
+	struct rdmx_completion wc;
+	struct rdmx_remote rem;
+	uint64_t warm = o->bw ? 0 : o->iters / 10;
+	double *lat = NULL, us = 0;
+	size_t n = 0;
+	rdmx_status st;
+
+	st = bench_buf_alloc(s, &b, o->size * bench_slots(o));
+	if (!st) {
+		struct bench_opts h = *o;
+
+		h.iters = o->iters + warm; /* the server counts warm-up too */
+		bench_pack(s, &h, &b);
+		st = cli_recv_ctl(s);
+	}
+	if (!st)
+		st = cli_send_ctl(s, CLI_MSG);
+	if (!st)
+		st = cli_expect(s, RDMX_OP_RECV, &wc);
+	if (!st)
+		st = rdmx_remote_unpack(s->in + 32, 24, &rem);
+	if (!st && !o->bw) {
+		lat = calloc(o->iters, sizeof(*lat));
+		st = lat ? RDMX_OK : RDMX_ERR_NOMEM;
+		for (uint64_t i = 0; !st && i < o->iters + warm; i++) {
+			double t = bench_lat_iter(s, o, &b, &rem, i, &st);
+
+			if (!st && i >= warm)
+				lat[n++] = t;
+		}
+	} else if (!st) {
+		us = bench_bw(s, o, &b, &rem, &st);
+	}
+	if (!st && o->op != B_SEND)
+		st = cli_send_ctl(s, 8); /* "finished" */
+	if (!st)
+		bench_report(o, transport, lat, n, us);
+	free(lat);
+	rdmx_conn_close(s->conn);
+	s->conn = NULL;
+	bench_buf_free(&b);
+	return st;
+}
+
+static int bench_client(const struct bench_opts *o)
+{
+	struct rdmx_conn_info info;
+	struct cli_session s;
+	rdmx_status st;
+
+	st = cli_session_open(&s, o->config);
+	if (!st)
+		st = cli_connect(&s, o->addr);
+	if (st) {
+		cli_session_close(&s);
+		return cli_fail("bench", "cannot connect to %s: %s", o->addr,
+				rdmx_strerror(st));
+	}
+	rdmx_conn_info(s.conn, &info);
+	cli_catch_signals();
+	if (!o->json && o->bw)
+		printf(" %-7s %-6s %10s %8s %6s %12s %10s\n", "transp", "op",
+		       "bytes", "iters", "depth", "msg/s", "GB/s");
+	else if (!o->json)
+		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
+		       "transp", "op", "bytes", "iters", "min_us", "median",
+		       "p90", "p99", "p99.9", "max");
+	st = bench_run(&s, o, info.transport);
+	cli_session_close(&s);
+	if (st)
+		return cli_fail("bench", "%s %s failed: %s", bench_ops[o->op],
+				o->bw ? "bandwidth" : "latency",
+				rdmx_strerror(st));
+	return 0;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+static void bench_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmx bench [HOST][:PORT] [options]\n"
+		"  Without HOST, serve on PORT (default 18515); with HOST, measure.\n"
+		"options (client):\n"
+		"      --op OP       send, write, read or atomic (default send)\n"
+		"  -s, --size N      message size (default 8; atomic: 8)\n"
+		"  -n, --iters N     iterations (default 10000)\n"
+		"      --bw          bandwidth instead of latency\n"
+		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
+		"      --json        one JSON object on stdout\n"
+		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
+		"options (server):\n"
+		"      --once        exit after one client\n"
+		"Latency is half the round trip for send and write, the whole\n"
+		"operation for read and atomic; both sides spin, as perftest.\n");
+}
+
+static int bench_parse(int argc, char **argv, struct bench_opts *o)
+{
+	static const struct option lo[] = {
+		{ "op", required_argument, NULL, 1 },
+		{ "size", required_argument, NULL, 's' },
+		{ "iters", required_argument, NULL, 'n' },
+		{ "bw", no_argument, NULL, 2 },
+		{ "tx-depth", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 3 },
+		{ "config", required_argument, NULL, 'c' },
+		{ "once", no_argument, NULL, 4 },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (struct bench_opts){
+		.op = B_SEND, .size = 8, .iters = 10000, .depth = 64
+	};
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "s:n:t:c:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 1:
+			o->op = 0;
+			for (int i = B_SEND; i <= B_ATOMIC; i++)
+				if (!strcmp(optarg, bench_ops[i]))
+					o->op = (enum bench_op)i;
+			if (!o->op)
+				return cli_fail("bench",
+						"unknown --op '%s' "
+						"(send, write, read or atomic)",
+						optarg);
+			break;
+		case 's':
+			if (!cli_size("bench", "--size", optarg, &o->size))
+				return 1;
+			break;
+		case 'n':
+			if (!cli_size("bench", "--iters", optarg, &o->iters))
+				return 1;
+			break;
+		case 't':
+			if (!cli_size("bench", "--tx-depth", optarg, &o->depth))
+				return 1;
+			break;
+		case 2:
+			o->bw = true;
+			break;
+		case 3:
+			o->json = true;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case 4:
+			o->once = true;
+			break;
+		case 'h':
+			bench_usage(stdout);
+			return -1;
+		default:
+			return cli_fail("bench", "see rdmx bench --help");
+		}
+	}
+	if (cli_take_addr("bench", argc, argv, &o->addr))
+		return 1;
+	if (o->op == B_ATOMIC)
+		o->size = 8;
+	if (!o->size || o->size > (1u << 30))
+		return cli_fail("bench", "--size must be 1..1g");
+	if (!o->iters || !o->depth || o->depth > 4096)
+		return cli_fail("bench", "--iters must be at least 1 and "
+					 "--tx-depth 1..4096");
+	return 0;
+}
+
+int cli_bench(int argc, char **argv)
+{
+	struct bench_opts o;
+	struct cli_session s;
+	int rc = bench_parse(argc, argv, &o);
+	rdmx_status st;
+
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	if (!cli_is_server(o.addr))
+		return bench_client(&o);
+	st = cli_session_open(&s, o.config);
+	if (st) {
+		cli_session_close(&s);
+		return cli_fail("bench", "cannot start: %s", rdmx_strerror(st));
+	}
+	rc = cli_serve("bench", &s, o.addr, o.once, bench_serve_one, &o);
+	cli_session_close(&s);
+	return rc;
+}
