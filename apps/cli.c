@@ -77,8 +77,7 @@ bool cli_addr_ok(const char *addr)
 	       !rdmx_addr_split(addr, host, sizeof(host), port, sizeof(port));
 }
 
-int cli_take_addr(const char *cmd, int argc, char **argv,
-		  const char **addr_p)
+int cli_take_addr(const char *cmd, int argc, char **argv, const char **addr_p)
 {
 	if (optind < argc)
 		*addr_p = argv[optind++];

@@ -34,8 +34,7 @@ bool cli_addr_ok(const char *addr);
  * After getopt: take the optional [HOST][:PORT] argument into *addr_p and
  * refuse anything after it. Returns 0, or 1 when the user was told why.
  */
-int cli_take_addr(const char *cmd, int argc, char **argv,
-		  const char **addr_p);
+int cli_take_addr(const char *cmd, int argc, char **argv, const char **addr_p);
 
 double cli_now_us(void);
 
