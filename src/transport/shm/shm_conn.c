@@ -7,6 +7,7 @@
  * may reach our fds, and we its.
  */
 #include <errno.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -63,6 +64,7 @@ static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 	r->magic = RDMX_SHM_MAGIC;
 	r->version = RDMX_SHM_VERSION;
 	r->size = size;
+	r->id = (uint64_t)randombytes_random() << 32 | randombytes_random();
 	*ring_p = r;
 	return fd;
 }

@@ -33,6 +33,7 @@ struct rdmx_shm_ring {
 	uint32_t magic;
 	uint32_t version;
 	uint64_t size;
+	uint64_t id; /* random; names the ring for ThreadSanitizer */
 	/* Producer's line. */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes ever written */
 	_Atomic uint32_t producer_waiting; /* set and cleared by the producer:
