@@ -72,6 +72,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(progress_wait_spin_us),
 	  "How long rdmx_cq_wait spins before it sleeps; waking a sleeping "
 	  "thread costs tens of microseconds on VMs." },
+	{ "progress.idle_after", "1ms", RDMX_CFG_TIME_US, 0, 1000000, NULL,
+	  RDMX_CFG_FIELD(progress_idle_after_us),
+	  "While a caller spins on rdmx_poll, the progress thread stays out "
+	  "of its way until it has been quiet this long; 0 never." },
 };
 
 #define RDMX_CONFIG_NROWS                                                      \

@@ -28,6 +28,7 @@ struct rdmx_config {
 	uint64_t shm_single_copy_min;
 	bool progress_thread;
 	uint64_t progress_wait_spin_us;
+	uint64_t progress_idle_after_us;
 };
 
 enum rdmx_config_source {

@@ -63,8 +63,14 @@ struct rdmx_transport_ops {
 	rdmx_status (*post_recv)(struct rdmx_conn *conn,
 				 const struct rdmx_sge *sg, int num_sge,
 				 uint64_t wr_id);
-	/* Non-blocking progress on the caller's thread; returns events. */
-	int (*progress)(void *priv);
+	/*
+	 * Non-blocking progress on the caller's thread; returns events.
+	 * @spinning: the caller polls in a loop and will call again soon, so
+	 * a background thread may stay out of its way until idle().
+	 */
+	int (*progress)(void *priv, bool spinning);
+	/* The callers stop driving progress (one is about to sleep). */
+	void (*idle)(void *priv);
 	/* A descriptor readable when progress() has work (for waiting). */
 	int (*progress_fd)(void *priv);
 };
@@ -105,7 +111,9 @@ rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
 uint64_t rdmx_ctx_transport_mask(const struct rdmx_ctx *ctx);
 const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id);
 /* Drive every open transport once; returns the number of events. */
-int rdmx_ctx_progress(struct rdmx_ctx *ctx);
+int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning);
+/* Tell every open transport that callers stopped driving progress. */
+void rdmx_ctx_idle(struct rdmx_ctx *ctx);
 void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta);
 
 /* ---- memory registration ------------------------------------------------ */
@@ -145,7 +153,7 @@ struct rdmx_cq {
 	struct rdmx_completion *ring;
 	uint32_t cap, head, count;
 	int efd; /* eventfd: nonzero while completions are ready */
-	bool fd_exported; /* the user holds efd: always signal */
+	atomic_bool fd_exported; /* the user holds efd: always signal */
 	bool signaled; /* efd counter is nonzero */
 	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;

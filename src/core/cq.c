@@ -144,7 +144,13 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	n = rdmx_cq_take(cq, wc, max);
 	if (n)
 		return n;
-	if (rdmx_ctx_progress(cq->ctx))
+	/*
+	 * A caller of rdmx_poll polls in a loop, unless it waits on the cq's
+	 * fd: then it is event-driven and the background thread must serve.
+	 */
+	if (rdmx_ctx_progress(cq->ctx,
+			      !atomic_load_explicit(&cq->fd_exported,
+						    memory_order_relaxed)))
 		n = rdmx_cq_take(cq, wc, max);
 	return n;
 }
@@ -194,7 +200,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 	deadline = timeout_ms < 0 ? UINT64_MAX
 				  : start + (uint64_t)timeout_ms * 1000;
 	for (;;) {
-		rdmx_ctx_progress(cq->ctx);
+		rdmx_ctx_progress(cq->ctx, true);
 		if (rdmx_cq_ready(cq))
 			return RDMX_OK;
 		now = rdmx_now_us();
@@ -203,6 +209,8 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 		if (now - start < spin)
 			continue;
 
+		/* From here the background thread must serve: hand over. */
+		rdmx_ctx_idle(cq->ctx);
 		pthread_mutex_lock(&cq->lock);
 		cq->waiters++;
 		if (cq->count)
@@ -225,7 +233,8 @@ int rdmx_cq_fd(struct rdmx_cq *cq)
 	if (!cq)
 		return RDMX_ERR_INVALID;
 	pthread_mutex_lock(&cq->lock);
-	cq->fd_exported = true;
+	atomic_store_explicit(&cq->fd_exported, true, memory_order_relaxed);
+	rdmx_ctx_idle(cq->ctx);
 	if (cq->count)
 		rdmx_cq_signal(cq);
 	pthread_mutex_unlock(&cq->lock);

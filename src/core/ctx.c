@@ -217,7 +217,7 @@ rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
 	return st;
 }
 
-int rdmx_ctx_progress(struct rdmx_ctx *ctx)
+int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning)
 {
 	int n = 0;
 
@@ -226,7 +226,18 @@ int rdmx_ctx_progress(struct rdmx_ctx *ctx)
 						  memory_order_acquire);
 
 		if (priv && ctx->tp[i].ops->progress)
-			n += ctx->tp[i].ops->progress(priv);
+			n += ctx->tp[i].ops->progress(priv, spinning);
 	}
 	return n;
+}
+
+void rdmx_ctx_idle(struct rdmx_ctx *ctx)
+{
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
+						  memory_order_acquire);
+
+		if (priv && ctx->tp[i].ops->idle)
+			ctx->tp[i].ops->idle(priv);
+	}
 }

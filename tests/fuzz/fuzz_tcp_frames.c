@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	shutdown(fds[1], SHUT_WR);
 	/* Until the stream is consumed and the connection has died of EOF. */
 	while (idle < 3) {
-		idle = rdmx_tcp_ops.progress(tcp) ? 0 : idle + 1;
+		idle = rdmx_tcp_ops.progress(tcp, false) ? 0 : idle + 1;
 		while (recv(fds[1], sink, sizeof(sink), MSG_DONTWAIT) > 0)
 			;
 	}

@@ -65,6 +65,8 @@ static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 	r->version = RDMX_SHM_VERSION;
 	r->size = size;
 	r->id = (uint64_t)randombytes_random() << 32 | randombytes_random();
+	/* Armed from the start: the consumer may be asleep already. */
+	atomic_store(&r->consumer_waiting, 1);
 	*ring_p = r;
 	return fd;
 }

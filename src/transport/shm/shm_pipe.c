@@ -99,8 +99,10 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 	if (!done)
 		return -EAGAIN;
 	rdmx_shm_sync(p->tx, __tsan_release);
-	atomic_store_explicit(&p->tx->tail, tail + done, memory_order_release);
-	rdmx_shm_ring_door(p->peer_door);
+	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_arm. */
+	atomic_store(&p->tx->tail, tail + done);
+	if (atomic_load(&p->tx->consumer_waiting))
+		rdmx_shm_ring_door(p->peer_door);
 	return (ssize_t)done;
 }
 
@@ -214,6 +216,12 @@ static ssize_t rdmx_shm_push(struct rdmx_sw_conn *c, const struct iovec *local,
 	return n < 0 ? -errno : n;
 }
 
+/* Our consumer side: ask the peer for doorbells, or let it skip them. */
+static void rdmx_shm_arm(struct rdmx_sw_conn *c, bool on)
+{
+	atomic_store(&to_shm_pipe(c)->rx->consumer_waiting, on ? 1 : 0);
+}
+
 static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
@@ -244,6 +252,7 @@ const struct rdmx_sw_pipe rdmx_shm_pipe = {
 	.sendv = rdmx_shm_sendv,
 	.want_out = rdmx_shm_want_out,
 	.wake = rdmx_shm_wake,
+	.arm = rdmx_shm_arm,
 	.pull = rdmx_shm_pull,
 	.push = rdmx_shm_push,
 	.ready = rdmx_shm_ready,

@@ -13,9 +13,11 @@
  *    consumer loads `tail` with acquire before reading those bytes;
  *  - the consumer stores `head` with release after copying bytes out; the
  *    producer loads `head` with acquire before overwriting them;
- *  - `producer_waiting` and the index it guards are a Dekker pair: each
- *    side stores its own word, then loads the other's, both seq_cst, so a
- *    freed slot and a waiting producer are never both missed.
+ *  - `producer_waiting` and `head`, and `consumer_waiting` and `tail`, are
+ *    Dekker pairs: each side stores its own word, then loads the other's,
+ *    both seq_cst, so a freed slot and a waiting producer, or new input
+ *    and a sleeping consumer, are never both missed. While its consumer
+ *    spins (consumer_waiting 0) a producer makes no system call.
  */
 #ifndef RDMX_SHM_PROTO_H
 #define RDMX_SHM_PROTO_H
@@ -40,6 +42,7 @@ struct rdmx_shm_ring {
 					    * wake it whenever space frees */
 	/* Consumer's line. */
 	_Alignas(64) _Atomic uint64_t head; /* bytes ever read */
+	_Atomic uint32_t consumer_waiting; /* ring the doorbell on input */
 	_Atomic uint32_t closed; /* either side shut down */
 };
 

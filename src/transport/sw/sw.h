@@ -49,6 +49,12 @@ struct rdmx_sw_pipe {
 			int nlocal, const struct iovec *remote, int nremote);
 	ssize_t (*push)(struct rdmx_sw_conn *c, const struct iovec *local,
 			int nlocal, const struct iovec *remote, int nremote);
+	/*
+	 * Optional: (dis)arm the peer's wake-ups for input. Disarmed, the
+	 * peer may skip them (a spinning caller sees input anyway); arming
+	 * is followed by a seq_cst fence and a ready() check by the engine.
+	 */
+	void (*arm)(struct rdmx_sw_conn *c, bool on);
 	/* Optional, lock-free: is there input? Lets polling skip epoll. */
 	bool (*ready)(struct rdmx_sw_conn *c);
 	/* The connection died: stop both directions (fds stay open). */
@@ -64,9 +70,17 @@ struct rdmx_sw_ctx {
 	uint64_t byref_min; /* one-sided payloads this large go BYREF; 0 never
 			     */
 	int epfd;
-	int stop_efd; /* tells the progress thread to exit */
+	int stop_efd; /* wakes the progress thread: to exit, or to take over */
+	atomic_bool stopping;
 	pthread_t thread;
 	bool thread_running;
+	/*
+	 * Spinning callers drive progress; while one polled within
+	 * progress.idle_after, the thread stays out of their way (no wake-up
+	 * per message) and peers' wake-ups are disarmed. idle() hands back.
+	 */
+	_Atomic uint64_t app_poll_us;
+	atomic_bool backing_off;
 
 	/*
 	 * epoll carries a key (generation << 32 | slot + 1), never a pointer:
@@ -216,7 +230,8 @@ void rdmx_sw_op_drop(struct rdmx_sw_op *op);
 /* Read and act on everything the socket has. */
 void rdmx_sw_rx_progress(struct rdmx_sw_conn *c);
 /* Handle ready connections without blocking; returns the number. */
-int rdmx_sw_progress(void *priv);
+int rdmx_sw_progress(void *priv, bool spinning);
+void rdmx_sw_idle(void *priv);
 int rdmx_sw_progress_fd(void *priv);
 void *rdmx_sw_thread(void *arg);
 

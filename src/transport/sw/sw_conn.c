@@ -66,6 +66,7 @@ void rdmx_sw_close(void *priv)
 	uint64_t one = 1;
 
 	if (tctx->thread_running) {
+		atomic_store(&tctx->stopping, true);
 		if (write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
 			rdmx_error("cannot stop the %s progress thread: %m",
 				   tctx->tp->ops->name);

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "sw.h"
 
@@ -620,12 +622,15 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
 	return n ? rdmx_sw_handle(tctx, ev, n) : 0;
 }
 
-int rdmx_sw_progress(void *priv)
+int rdmx_sw_progress(void *priv, bool spinning)
 {
 	struct rdmx_sw_ctx *tctx = priv;
 	struct epoll_event ev[32];
 	int n;
 
+	if (spinning && tctx->thread_running)
+		atomic_store_explicit(&tctx->app_poll_us, rdmx_now_us(),
+				      memory_order_relaxed);
 	if (tctx->tp->pipe->ready) {
 		n = rdmx_sw_poll_ready(tctx);
 		if (n)
@@ -635,9 +640,78 @@ int rdmx_sw_progress(void *priv)
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n) : 0;
 }
 
+void rdmx_sw_idle(void *priv)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+	uint64_t one = 1;
+
+	/* Pairs with the thread's store of backing_off, then load (Dekker). */
+	atomic_store(&tctx->app_poll_us, 0);
+	if (atomic_load(&tctx->backing_off) &&
+	    write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
+		rdmx_debug("cannot wake the %s progress thread: %m",
+			   tctx->tp->ops->name);
+}
+
 int rdmx_sw_progress_fd(void *priv)
 {
 	return ((struct rdmx_sw_ctx *)priv)->epfd;
+}
+
+/* (Dis)arm every connection's input wake-ups. */
+static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on)
+{
+	if (!tctx->tp->pipe->arm)
+		return;
+	pthread_mutex_lock(&tctx->slots_lock);
+	for (uint32_t i = 0; i < tctx->nslots; i++)
+		if (tctx->slots[i])
+			tctx->tp->pipe->arm(tctx->slots[i], on);
+	pthread_mutex_unlock(&tctx->slots_lock);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Drain the stop/kick eventfd; true when it means "exit". */
+static bool rdmx_sw_kicked(struct rdmx_sw_ctx *tctx)
+{
+	uint64_t v;
+
+	if (read(tctx->stop_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rdmx_debug("%s progress: eventfd read: %m",
+			   tctx->tp->ops->name);
+	return atomic_load(&tctx->stopping);
+}
+
+/*
+ * While a caller spins on rdmx_poll, it serves every connection itself:
+ * sleep until it has been quiet for progress.idle_after, or until idle()
+ * or close kicks us, with the peers' wake-ups disarmed. Returns true to
+ * exit the thread.
+ */
+static bool rdmx_sw_back_off(struct rdmx_sw_ctx *tctx, uint64_t last)
+{
+	uint64_t quiet = tctx->ctx->cfg.progress_idle_after_us;
+	struct pollfd pfd = { .fd = tctx->stop_efd, .events = POLLIN };
+	bool exit = false;
+
+	atomic_store(&tctx->backing_off, true);
+	rdmx_sw_arm_all(tctx, false);
+	for (;;) {
+		/* Stored backing_off, now load app_poll_us: pairs with idle().
+		 */
+		uint64_t now = rdmx_now_us();
+
+		last = atomic_load(&tctx->app_poll_us);
+		if (!last || now - last >= quiet)
+			break;
+		if (poll(&pfd, 1, (int)((last + quiet - now) / 1000) + 1) > 0 &&
+		    rdmx_sw_kicked(tctx)) {
+			exit = true;
+			break;
+		}
+	}
+	atomic_store(&tctx->backing_off, false);
+	return exit;
 }
 
 void *rdmx_sw_thread(void *arg)
@@ -645,12 +719,24 @@ void *rdmx_sw_thread(void *arg)
 	struct rdmx_sw_ctx *tctx = arg;
 	struct epoll_event ev[32];
 	sigset_t all;
+	uint64_t last;
 	int n;
 
 	/* Signals belong to the application's threads, not to ours. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
+		last = atomic_load_explicit(&tctx->app_poll_us,
+					    memory_order_relaxed);
+		if (last && rdmx_now_us() - last <
+				    tctx->ctx->cfg.progress_idle_after_us) {
+			if (rdmx_sw_back_off(tctx, last))
+				return NULL;
+			/* Armed again: what came unannounced is served now. */
+			rdmx_sw_arm_all(tctx, true);
+			rdmx_sw_progress(tctx, false);
+			continue;
+		}
 		n = epoll_wait(tctx->epfd, ev, 32, -1);
 		if (n < 0 && errno != EINTR) {
 			rdmx_error("%s progress: epoll_wait: %m",
@@ -658,7 +744,7 @@ void *rdmx_sw_thread(void *arg)
 			return NULL;
 		}
 		for (int i = 0; i < n; i++)
-			if (!ev[i].data.u64)
+			if (!ev[i].data.u64 && rdmx_sw_kicked(tctx))
 				return NULL;
 		if (n > 0)
 			rdmx_sw_handle(tctx, ev, n);

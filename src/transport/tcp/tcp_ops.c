@@ -31,5 +31,6 @@ const struct rdmx_transport_ops rdmx_tcp_ops = {
 	.post_send = rdmx_sw_post_send,
 	.post_recv = rdmx_sw_post_recv,
 	.progress = rdmx_sw_progress,
+	.idle = rdmx_sw_idle,
 	.progress_fd = rdmx_sw_progress_fd,
 };
