@@ -58,12 +58,14 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 	conn->ctx = ctx;
 	conn->ops = ops;
 	conn->cq = attr->cq;
+	conn->caps = ops->caps;
 	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
 								: NULL;
 }
 
 /* Hand a control socket that finished its handshake to its transport. */
 static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
+				       bool accepting,
 				       const struct rdmx_hs_result *res,
 				       const struct rdmx_conn_attr *attr,
 				       struct rdmx_conn **conn_p)
@@ -84,7 +86,8 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 		close(fd);
 		return st;
 	}
-	st = ctx->tp[res->transport].ops->conn_create(priv, fd, attr, &conn);
+	st = ctx->tp[res->transport].ops->conn_create(priv, fd, accepting, attr,
+						      &conn);
 	if (st)
 		return st;
 	conn->info = info;
@@ -129,8 +132,8 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 				   (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
 		st = rdmx_hs_server(lst->ctx, fd, peer, &res);
 		if (!st)
-			return rdmx_conn_establish(lst->ctx, fd, &res, attr,
-						   conn_p);
+			return rdmx_conn_establish(lst->ctx, fd, true, &res,
+						   attr, conn_p);
 		/* A bad peer must not end the caller's wait for a good one. */
 		close(fd);
 		if (timeout_ms >= 0) {
@@ -164,7 +167,7 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 		close(fd);
 		return st;
 	}
-	return rdmx_conn_establish(ctx, fd, &res, attr, conn_p);
+	return rdmx_conn_establish(ctx, fd, false, &res, attr, conn_p);
 }
 
 void rdmx_conn_close(struct rdmx_conn *conn)
@@ -226,7 +229,7 @@ rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 			   wr->opcode);
 		return RDMX_ERR_INVALID;
 	}
-	if (!(conn->ops->caps & cap))
+	if (!(conn->caps & cap))
 		return RDMX_ERR_UNSUPPORTED;
 	atomic = cap == RDMX_CAP_ATOMIC;
 	into_local = atomic || wr->opcode == RDMX_OP_READ;

@@ -23,6 +23,7 @@
 enum rdmx_transport_id {
 	RDMX_TRANSPORT_TCP = 0,
 	RDMX_TRANSPORT_SHM = 1,
+	RDMX_TRANSPORT_VERBS = 2,
 	RDMX_TRANSPORT_MAX = 3,
 };
 
@@ -52,7 +53,7 @@ struct rdmx_transport_ops {
 	 * Turn a control socket whose handshake chose this transport into a
 	 * connection. Owns @fd from the call on, success or not.
 	 */
-	rdmx_status (*conn_create)(void *priv, int fd,
+	rdmx_status (*conn_create)(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
 				   struct rdmx_conn **conn_p);
 	/* Flush posted work as RDMX_ERR_FLUSHED into the cq, then free. */
@@ -71,12 +72,26 @@ struct rdmx_transport_ops {
 	int (*progress)(void *priv, bool spinning);
 	/* The callers stop driving progress (one is about to sleep). */
 	void (*idle)(void *priv);
+	/*
+	 * Optional: can this transport reach the peer of the control socket
+	 * @fd from here? Decides what the handshake offers. NULL: yes.
+	 */
+	bool (*usable)(struct rdmx_ctx *ctx, int fd);
+	/*
+	 * Optional: register @mr with the hardware too. May set *rkey_p: the
+	 * key a peer must use (the NIC's). Undone by dereg_mr.
+	 */
+	rdmx_status (*reg_mr)(void *priv, struct rdmx_mr *mr, uint32_t *rkey_p);
+	void (*dereg_mr)(void *priv, struct rdmx_mr *mr);
 	/* A descriptor readable when progress() has work (for waiting). */
 	int (*progress_fd)(void *priv);
 };
 
 extern const struct rdmx_transport_ops rdmx_tcp_ops;
 extern const struct rdmx_transport_ops rdmx_shm_ops;
+#ifdef RDMX_HAVE_VERBS
+extern const struct rdmx_transport_ops rdmx_verbs_ops;
+#endif
 
 /* ---- context ------------------------------------------------------------ */
 
@@ -107,8 +122,11 @@ struct rdmx_ctx {
 /* Open (once) and return the per-context state of a transport. */
 rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
 			       void **priv_p);
-/* Bit mask of transports this context could use, after transport config. */
-uint64_t rdmx_ctx_transport_mask(const struct rdmx_ctx *ctx);
+/*
+ * Bit mask of transports this context could use, after transport config,
+ * for the connection on control socket @fd (-1: any connection).
+ */
+uint64_t rdmx_ctx_transport_mask(struct rdmx_ctx *ctx, int fd);
 const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id);
 /* Drive every open transport once; returns the number of events. */
 int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning);
@@ -125,6 +143,7 @@ struct rdmx_mr {
 	unsigned access;
 	uint32_t rkey;
 	atomic_uint refs; /* transfers in progress into or out of it */
+	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
 };
 
@@ -172,6 +191,8 @@ struct rdmx_conn {
 	const struct rdmx_transport_ops *ops;
 	struct rdmx_cq *cq;
 	void *user_ctx;
+	uint64_t caps; /* RDMX_CAP_*: the transport's, less what the device
+			  lacks */
 	struct rdmx_conn_info info;
 };
 

@@ -11,6 +11,9 @@
 
 /* The registry: every transport this build has, best first. */
 static const struct rdmx_transport_ops *const rdmx_transports[] = {
+#ifdef RDMX_HAVE_VERBS
+	&rdmx_verbs_ops,
+#endif
 	&rdmx_shm_ops,
 	&rdmx_tcp_ops,
 };
@@ -33,16 +36,19 @@ uint64_t rdmx_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-uint64_t rdmx_ctx_transport_mask(const struct rdmx_ctx *ctx)
+uint64_t rdmx_ctx_transport_mask(struct rdmx_ctx *ctx, int fd)
 {
 	uint64_t mask = 0;
 
 	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++) {
 		const struct rdmx_transport_ops *ops = rdmx_transports[i];
 
-		if (!strcmp(ctx->cfg.transport, "auto") ||
-		    !strcmp(ctx->cfg.transport, ops->name))
-			mask |= 1ull << ops->id;
+		if (strcmp(ctx->cfg.transport, "auto") &&
+		    strcmp(ctx->cfg.transport, ops->name))
+			continue;
+		if (ops->usable && !ops->usable(ctx, fd))
+			continue;
+		mask |= 1ull << ops->id;
 	}
 	return mask;
 }

@@ -199,7 +199,7 @@ static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 		return RDMX_HS_KEY_REQUIRED;
 	if (!has_key && (hello->flags & RDMX_HS_F_HAS_KEY))
 		return RDMX_HS_KEY_UNEXPECTED;
-	common = hello->transports & rdmx_ctx_transport_mask(hs->ctx);
+	common = hello->transports & rdmx_ctx_transport_mask(hs->ctx, hs->fd);
 	same_host = !sodium_memcmp(hello->host_id, hs->ctx->host_id,
 				   RDMX_HS_HOST_ID_LEN);
 	chosen = rdmx_hs_choose(common, same_host, &welcome->why);
@@ -228,7 +228,7 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	if (st)
 		return st;
 	welcome.code = rdmx_hs_check_hello(&hs, &hello, &welcome);
-	welcome.transports = rdmx_ctx_transport_mask(ctx);
+	welcome.transports = rdmx_ctx_transport_mask(ctx, fd);
 	welcome.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	if (welcome.code) {
 		rdmx_hs_send(&hs, &welcome);
@@ -276,7 +276,7 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 	uint8_t mac[RDMX_HS_MAC_LEN];
 	rdmx_status st;
 
-	hello.transports = rdmx_ctx_transport_mask(ctx);
+	hello.transports = rdmx_ctx_transport_mask(ctx, fd);
 	hello.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	memcpy(hello.host_id, ctx->host_id, sizeof(hello.host_id));
 	randombytes_buf(hello.nonce, sizeof(hello.nonce));

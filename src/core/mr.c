@@ -27,10 +27,41 @@ static struct rdmx_mr *rdmx_mr_find(struct rdmx_ctx *ctx, uint32_t rkey)
 	return NULL;
 }
 
+/* Let every transport that registers with hardware do so. */
+static rdmx_status rdmx_mr_reg_hw(struct rdmx_ctx *ctx, struct rdmx_mr *mr,
+				  uint32_t *rkey_p)
+{
+	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		const struct rdmx_transport_ops *ops = rdmx_transport_by_id(i);
+		void *priv;
+		rdmx_status st;
+
+		if (!ops || !ops->reg_mr ||
+		    (ops->usable && !ops->usable(ctx, -1)) ||
+		    rdmx_ctx_transport(ctx, ops->id, &priv))
+			continue;
+		st = ops->reg_mr(priv, mr, rkey_p);
+		if (st)
+			return st;
+	}
+	return RDMX_OK;
+}
+
+static void rdmx_mr_dereg_hw(struct rdmx_ctx *ctx, struct rdmx_mr *mr)
+{
+	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load(&ctx->tp[i].priv);
+
+		if (mr->tp_mr[i] && priv && ctx->tp[i].ops->dereg_mr)
+			ctx->tp[i].ops->dereg_mr(priv, mr);
+	}
+}
+
 rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 			unsigned access, struct rdmx_mr **mr_p)
 {
 	struct rdmx_mr *mr;
+	rdmx_status st;
 	uint32_t rkey;
 
 	if (!ctx || !mr_p || (!addr && length) || (access & ~RDMX_ACCESS_ALL))
@@ -51,11 +82,19 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 	mr->length = length;
 	mr->access = access;
 
+	rkey = 0;
+	st = rdmx_mr_reg_hw(ctx, mr, &rkey);
+	if (st) {
+		free(mr);
+		return st;
+	}
 	pthread_rwlock_wrlock(&ctx->mr_lock);
-	/* Unpredictable, nonzero and unique among live registrations. */
-	do {
+	/*
+	 * A NIC's key when a transport registered it with one (peers must use
+	 * that one); else unpredictable. Nonzero, unique among live ones.
+	 */
+	while (!rkey || rdmx_mr_find(ctx, rkey))
 		rkey = randombytes_random();
-	} while (!rkey || rdmx_mr_find(ctx, rkey));
 	mr->rkey = rkey;
 	mr->next = *rdmx_mr_bucket(ctx, rkey);
 	*rdmx_mr_bucket(ctx, rkey) = mr;
@@ -87,6 +126,7 @@ rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr)
 	 */
 	while (atomic_load_explicit(&mr->refs, memory_order_acquire))
 		nanosleep(&nap, NULL);
+	rdmx_mr_dereg_hw(ctx, mr);
 	rdmx_ctx_child(ctx, &ctx->nmrs, -1);
 	free(mr);
 	return RDMX_OK;

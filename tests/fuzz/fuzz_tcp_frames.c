@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > 60000 || socketpair(AF_UNIX, SOCK_STREAM, 0, fds))
 		return 0;
-	if (rdmx_tcp_ops.conn_create(tcp, fds[0], &attr, &conn))
+	if (rdmx_tcp_ops.conn_create(tcp, fds[0], false, &attr, &conn))
 		abort();
 	post_requests(conn);
 	b = resolve(data, size);

@@ -17,7 +17,7 @@ static rdmx_status rdmx_shm_open(struct rdmx_ctx *ctx, void **priv_p)
 }
 
 /* Map both rings over the control socket, which stays as liveness. */
-static rdmx_status rdmx_shm_conn_create(void *priv, int fd,
+static rdmx_status rdmx_shm_conn_create(void *priv, int fd, bool accepting,
 					const struct rdmx_conn_attr *attr,
 					struct rdmx_conn **conn_p)
 {
@@ -25,6 +25,7 @@ static rdmx_status rdmx_shm_conn_create(void *priv, int fd,
 	struct rdmx_shm_pipe *p;
 	rdmx_status st;
 
+	(void)accepting;
 	st = rdmx_shm_pipe_setup(e->ctx, fd, &p);
 	if (st)
 		return st;

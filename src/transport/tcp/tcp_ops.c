@@ -12,10 +12,11 @@ static rdmx_status rdmx_tcp_open(struct rdmx_ctx *ctx, void **priv_p)
 }
 
 /* The control socket, past its handshake, is the data path. */
-static rdmx_status rdmx_tcp_conn_create(void *priv, int fd,
+static rdmx_status rdmx_tcp_conn_create(void *priv, int fd, bool accepting,
 					const struct rdmx_conn_attr *attr,
 					struct rdmx_conn **conn_p)
 {
+	(void)accepting;
 	return rdmx_sw_conn_create(priv, fd, -1, NULL, attr, conn_p);
 }
 
