@@ -274,7 +274,18 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
  */
 void rdmx_conn_close(struct rdmx_conn *conn);
 
+enum {
+	/*
+	 * An error completion ends the connection, as on every RDMA NIC (the
+	 * QP moves to the error state): later work completes with
+	 * RDMX_ERR_FLUSHED, and a new connection is needed. Without it (tcp,
+	 * shm), the connection goes on after a refused operation.
+	 */
+	RDMX_CONN_ERRORS_CLOSE = 1 << 0,
+};
+
 struct rdmx_conn_info {
+	unsigned flags; /* RDMX_CONN_* */
 	char transport[16]; /* "tcp", "shm", "verbs" */
 	char reason[128]; /* why that transport was chosen */
 	char local_addr[64]; /* "ip:port" of the control connection */

@@ -37,7 +37,7 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "log.level", "warn", RDMX_CFG_LOGLEVEL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(log_level),
 	  "Least severe log level printed: off, error, warn, info or debug." },
-	{ "transport", "auto", RDMX_CFG_ENUM, 0, 0, "auto|shm|tcp",
+	{ "transport", "auto", RDMX_CFG_ENUM, 0, 0, "auto|verbs|shm|tcp",
 	  RDMX_CFG_FIELD(transport),
 	  "Transport to use; auto picks the best both sides can use." },
 	{ "auth.key_file", "", RDMX_CFG_STRING, 0, 0, NULL,
@@ -64,6 +64,16 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(shm_single_copy_min),
 	  "WRITE and READ payloads this large move in one copy between the "
 	  "processes (process_vm_readv/writev); 0 turns it off." },
+	{ "verbs.device", "", RDMX_CFG_STRING, 0, 0, NULL,
+	  RDMX_CFG_FIELD(verbs_device),
+	  "RDMA device to use (rdmx info lists them); empty: the first with "
+	  "an active port." },
+	{ "verbs.port", "1", RDMX_CFG_UINT, 1, 255, NULL,
+	  RDMX_CFG_FIELD(verbs_port), "Port of the RDMA device." },
+	{ "verbs.max_inline_data", "64", RDMX_CFG_UINT, 0, 4096, NULL,
+	  RDMX_CFG_FIELD(verbs_max_inline_data),
+	  "SEND and WRITE payloads this small travel inside the work request "
+	  "(the device may grant less)." },
 	{ "progress.thread", "on", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(progress_thread),
 	  "Serve one-sided operations from a background thread; off means "

@@ -25,6 +25,9 @@ struct rdmx_config {
 	uint64_t tcp_rx_depth;
 	uint64_t tcp_user_timeout_ms;
 	uint64_t shm_ring_size;
+	char verbs_device[RDMX_CONFIG_STR_MAX];
+	uint64_t verbs_port;
+	uint64_t verbs_max_inline_data;
 	uint64_t shm_single_copy_min;
 	bool progress_thread;
 	uint64_t progress_wait_spin_us;

@@ -90,6 +90,7 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 						      &conn);
 	if (st)
 		return st;
+	info.flags = conn->info.flags; /* the transport's */
 	conn->info = info;
 	rdmx_cq_attach(attr->cq, 1);
 	rdmx_ctx_child(ctx, &ctx->nconns, 1);

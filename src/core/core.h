@@ -116,6 +116,8 @@ struct rdmx_ctx {
 	struct {
 		const struct rdmx_transport_ops *ops;
 		_Atomic(void *) priv; /* set once under lock, read anywhere */
+		bool absent; /* open said RDMX_ERR_UNSUPPORTED: do not ask again
+			      */
 	} tp[RDMX_TRANSPORT_MAX];
 };
 

@@ -211,8 +211,11 @@ rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
 	}
 	pthread_mutex_lock(&ctx->lock);
 	priv = atomic_load(&ctx->tp[id].priv);
-	if (!priv) {
+	if (!priv && ctx->tp[id].absent) {
+		st = RDMX_ERR_UNSUPPORTED;
+	} else if (!priv) {
 		st = ctx->tp[id].ops->open(ctx, &priv);
+		ctx->tp[id].absent = st == RDMX_ERR_UNSUPPORTED;
 		if (!st)
 			atomic_store_explicit(&ctx->tp[id].priv, priv,
 					      memory_order_release);

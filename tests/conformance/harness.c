@@ -27,9 +27,27 @@ void side_close(struct side *side)
 	assert_int_equal(rdmx_ctx_destroy(side->ctx), RDMX_OK);
 }
 
+bool errors_close(const struct rdmx_conn *conn)
+{
+	struct rdmx_conn_info info;
+
+	rdmx_conn_info(conn, &info);
+	return info.flags & RDMX_CONN_ERRORS_CLOSE;
+}
+
+const char *suite_addr(void)
+{
+	const char *a = getenv("RDMX_TEST_ADDR");
+
+	return a && *a ? a : "127.0.0.1";
+}
+
 int side_listen(struct side *side, struct rdmx_listener **lst_p)
 {
-	assert_int_equal(rdmx_listen(side->ctx, "127.0.0.1:0", lst_p), RDMX_OK);
+	char addr[64];
+
+	snprintf(addr, sizeof(addr), "%s:0", suite_addr());
+	assert_int_equal(rdmx_listen(side->ctx, addr, lst_p), RDMX_OK);
 	return rdmx_listener_port(*lst_p);
 }
 
@@ -39,7 +57,7 @@ struct rdmx_conn *side_connect(struct side *side, int port)
 	struct rdmx_conn *conn;
 	char addr[32];
 
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
 	assert_int_equal(rdmx_connect(side->ctx, addr, &attr, T_TIMEOUT_MS,
 				      &conn),
 			 RDMX_OK);
@@ -179,7 +197,36 @@ struct rdmx_remote share_remote(struct pair *p, struct buf *b)
 	return got;
 }
 
-pid_t spawn(int (*fn)(void *), void *arg)
+void harness_children(int argc, char **argv, const struct child *table)
+{
+	if (argc != 5 || strcmp(argv[1], "--rdmx-child"))
+		return;
+	for (; table && table->name; table++)
+		if (!strcmp(table->name, argv[2]))
+			exit(table->fn(atoi(argv[3]), atoi(argv[4])));
+	fprintf(stderr, "no child named %s\n", argv[2]);
+	exit(126);
+}
+
+pid_t spawn(const char *name, int port, int flag)
+{
+	char p[16], f[16];
+	pid_t pid;
+
+	snprintf(p, sizeof(p), "%d", port);
+	snprintf(f, sizeof(f), "%d", flag);
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "child", "--rdmx-child", name, p, f,
+		      (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+pid_t spawn_fork(int (*fn)(void *), void *arg)
 {
 	pid_t pid;
 

@@ -9,6 +9,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -65,13 +66,32 @@ struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 /* Exchange a registration's descriptor over SEND/RECV (server -> client). */
 struct rdmx_remote share_remote(struct pair *p, struct buf *b);
 
-/* Run fn in a child process; returns its pid. */
-pid_t spawn(int (*fn)(void *), void *arg);
+/*
+ * Child processes start from a fresh image (fork, then exec of this test):
+ * a process that has used RDMA verbs cannot hand them to a fork child.
+ * A test file lists its children and calls harness_children() first thing
+ * in main(); spawn() runs one by name with two integers.
+ */
+struct child {
+	const char *name;
+	int (*fn)(int port, int flag);
+};
+
+void harness_children(int argc, char **argv, const struct child *table);
+pid_t spawn(const char *name, int port, int flag);
+/* fork only, for children that need the parent's memory (namespaces). */
+pid_t spawn_fork(int (*fn)(void *), void *arg);
 /* Wait for @pid; assert it exited 0. */
 void reap_ok(pid_t pid);
 
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);
+/* Does an error completion end this connection (RDMX_CONN_ERRORS_CLOSE)? */
+bool errors_close(const struct rdmx_conn *conn);
+
+/* The address to listen and connect on (RDMX_TEST_ADDR, else 127.0.0.1):
+ * rdma_cm cannot use loopback, so the verbs suite names a device's. */
+const char *suite_addr(void);
 
 /* Print a skip reason the way the suite reports it and skip. */
 #define suite_skip(...)                                                        \

@@ -9,14 +9,9 @@
 
 enum { ADDS = 2000, DEPTH = 16 };
 
-struct initiator_arg {
-	int port;
-};
-
 /* A child: receive the counter's descriptor, then add 1, ADDS times. */
-static int initiator(void *arg)
+static int initiator(int port, int flag)
 {
-	struct initiator_arg *a = arg;
 	struct side c;
 	struct rdmx_conn *conn;
 	struct buf res, rb;
@@ -25,8 +20,9 @@ static int initiator(void *arg)
 	uint64_t last = 0;
 	int posted = 0, done = 0;
 
+	(void)flag;
 	side_open(&c);
-	conn = side_connect(&c, a->port);
+	conn = side_connect(&c, port);
 	buf_alloc(&c, &rb, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&c, &res, 8 * DEPTH, RDMX_ACCESS_LOCAL_WRITE);
 	r = sge_of(&rb, 0, rb.len);
@@ -71,12 +67,12 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 	struct rdmx_conn_attr attr;
 	struct buf counter, desc;
 	struct rdmx_remote rem;
-	struct initiator_arg a;
+	int port;
 	pid_t pid[2];
 
 	(void)state;
 	side_open(&s);
-	a.port = side_listen(&s, &lst);
+	port = side_listen(&s, &lst);
 	buf_alloc(&s, &counter, 64,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_ATOMIC);
 	buf_alloc(&s, &desc, RDMX_REMOTE_PACKED_LEN, 0);
@@ -84,9 +80,8 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 	rdmx_mr_remote(counter.mr, &rem);
 	rem.addr += 8;
 	rdmx_remote_pack(&rem, desc.p);
-	/* Fork before this process has any rdmx thread. */
-	pid[0] = spawn(initiator, &a);
-	pid[1] = spawn(initiator, &a);
+	pid[0] = spawn("initiator", port, 0);
+	pid[1] = spawn("initiator", port, 0);
 	attr = (struct rdmx_conn_attr){ .cq = s.cq };
 	for (int i = 0; i < 2; i++) {
 		struct rdmx_sge d = sge_of(&desc, 0, desc.len);
@@ -179,8 +174,14 @@ static void test_atomic_bad_arguments(void **state)
 	pair_close(&p);
 }
 
-int main(void)
+static const struct child children[] = {
+	{ "initiator", initiator },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
 {
+	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_atomic_fetch_add_two_initiators),
 		cmocka_unit_test(test_atomic_cmp_swap),

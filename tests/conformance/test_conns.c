@@ -6,14 +6,14 @@
 
 enum { NCONN = 64 };
 
-static int client(void *arg)
+static int client(int port, int flag)
 {
-	int port = *(int *)arg;
 	struct side c;
 	struct rdmx_conn *conns[NCONN];
 	struct buf out, in;
 	int got = 0;
 
+	(void)flag;
 	side_open(&c);
 	buf_alloc(&c, &out, NCONN * 8, 0);
 	buf_alloc(&c, &in, NCONN * 8, RDMX_ACCESS_LOCAL_WRITE);
@@ -66,7 +66,7 @@ static void test_conn_64_concurrent(void **state)
 	(void)state;
 	side_open(&s);
 	port = side_listen(&s, &lst);
-	pid = spawn(client, &port);
+	pid = spawn("client", port, 0);
 	buf_alloc(&s, &in, NCONN * 8, RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&s, &out, NCONN * 8, 0);
 	for (uintptr_t i = 0; i < NCONN; i++) {
@@ -108,8 +108,14 @@ static void test_conn_64_concurrent(void **state)
 	side_close(&s);
 }
 
-int main(void)
+static const struct child children[] = {
+	{ "client", client },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
 {
+	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_64_concurrent),
 	};

@@ -303,8 +303,8 @@ static void test_conn_across_namespaces(void **state)
 
 	(void)state;
 	netns_up();
-	a = spawn(host_a, NULL);
-	b = spawn(host_b, NULL);
+	a = spawn_fork(host_a, NULL);
+	b = spawn_fork(host_b, NULL);
 	reap_ok(b);
 	reap_ok(a);
 	cleanup();
@@ -316,8 +316,8 @@ static void test_select_forced_shm_across_namespaces(void **state)
 
 	(void)state;
 	netns_up();
-	a = spawn(host_a_refuses, NULL);
-	b = spawn(host_b_forced_shm, NULL);
+	a = spawn_fork(host_a_refuses, NULL);
+	b = spawn_fork(host_b_forced_shm, NULL);
 	reap_ok(b);
 	reap_ok(a);
 	cleanup();
@@ -335,10 +335,10 @@ static void test_conn_cable_pulled(void **state)
 	id = netns_up();
 	assert_int_equal(pipe(to_parent), 0);
 	assert_int_equal(pipe(to_child), 0);
-	a = spawn(host_a_idle, NULL);
+	a = spawn_fork(host_a_idle, NULL);
 	fds[0] = to_child[0];
 	fds[1] = to_parent[1];
-	b = spawn(host_b_cut, fds);
+	b = spawn_fork(host_b_cut, fds);
 	assert_int_equal(read(to_parent[0], &c, 1), 1);
 	assert_int_equal(sh("ip -n %s link del rxa%d", ns_a, id), 0);
 	assert_int_equal(write(to_child[1], "g", 1), 1);

@@ -21,15 +21,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-struct child_arg {
-	int port;
-	bool initiator; /* write into the parent forever, else just serve */
-};
-
-/* A child that shares a registration (or writes forever) until killed. */
-static int doomed_peer(void *arg)
+/* A child that shares a registration (or, with @initiator, writes into
+ * the parent forever) until killed. */
+static int doomed_peer(int port, int initiator)
 {
-	struct child_arg *a = arg;
 	struct side c;
 	struct rdmx_conn *conn;
 	struct buf big, desc;
@@ -37,14 +32,14 @@ static int doomed_peer(void *arg)
 	struct rdmx_sge s;
 
 	side_open(&c);
-	conn = side_connect(&c, a->port);
+	conn = side_connect(&c, port);
 	buf_alloc(&c, &big, WRITES * CHUNK,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
 	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
 	rdmx_mr_remote(big.mr, &rem);
 	rdmx_remote_pack(&rem, desc.p);
 	s = sge_of(&desc, 0, desc.len);
-	if (!a->initiator) {
+	if (!initiator) {
 		if (rdmx_post_send(conn, &s, 0) || wait_wc(c.cq).status)
 			return 1;
 		for (;;)
@@ -68,7 +63,6 @@ struct rig {
 	struct side s;
 	struct rdmx_listener *lst;
 	struct rdmx_conn *conn;
-	struct child_arg a;
 	pid_t pid;
 };
 
@@ -77,9 +71,8 @@ static void rig_open(struct rig *r, bool child_writes)
 	struct rdmx_conn_attr attr;
 
 	side_open(&r->s);
-	r->a.port = side_listen(&r->s, &r->lst);
-	r->a.initiator = child_writes;
-	r->pid = spawn(doomed_peer, &r->a);
+	r->pid =
+		spawn("doomed_peer", side_listen(&r->s, &r->lst), child_writes);
 	attr = (struct rdmx_conn_attr){ .cq = r->s.cq };
 	assert_int_equal(rdmx_accept(r->lst, &attr, T_TIMEOUT_MS, &r->conn),
 			 RDMX_OK);
@@ -205,15 +198,16 @@ static void test_conn_initiator_killed_mid_write(void **state)
 
 /* A child that connects and starts a 16 MiB SEND into a reader that is
  * not reading, so its frame stops half-way in the ring or socket. */
-static int stuck_sender(void *arg)
+static int stuck_sender(int port, int flag)
 {
 	struct side c;
 	struct rdmx_conn *conn;
 	struct buf big;
 	struct rdmx_sge s;
 
+	(void)flag;
 	side_open(&c);
-	conn = side_connect(&c, *(int *)arg);
+	conn = side_connect(&c, port);
 	buf_alloc(&c, &big, 16 << 20, 0);
 	s = sge_of(&big, 0, big.len);
 	if (rdmx_post_send(conn, &s, 1))
@@ -249,7 +243,7 @@ static void test_conn_peer_killed_mid_frame_unread(void **state)
 	unlink(cfg);
 	assert_int_equal(rdmx_cq_create(s.ctx, &s.cq), RDMX_OK);
 	port = side_listen(&s, &lst);
-	pid = spawn(stuck_sender, &port);
+	pid = spawn("stuck_sender", port, 0);
 	cattr = (struct rdmx_conn_attr){ .cq = s.cq };
 	assert_int_equal(rdmx_accept(lst, &cattr, T_TIMEOUT_MS, &conn),
 			 RDMX_OK);
@@ -301,8 +295,15 @@ static void test_conn_close_flushes(void **state)
 	pair_close(&p);
 }
 
-int main(void)
+static const struct child children[] = {
+	{ "doomed_peer", doomed_peer },
+	{ "stuck_sender", stuck_sender },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
 {
+	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_target_killed_mid_write),
 		cmocka_unit_test(test_conn_initiator_killed_mid_write),

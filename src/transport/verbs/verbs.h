@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verbs transport: RC queue pairs on an RDMA device (InfiniBand, RoCE,
+ * iWARP), connected with librdmacm from the control connection's addresses.
+ *
+ * One device per context (verbs.device, or the first with an active
+ * port), one protection domain, one completion channel. Each connection
+ * has its own CQ (send and receive) and QP; every user work request is
+ * signaled, so completions arrive in posting order per queue.
+ *
+ * Flow control is by credits, never RNR retry (iWARP has none): each side
+ * RDMA-WRITEs the running count of RECVs it has posted into an 8-byte word
+ * the peer registered; a SEND or WRITE_IMM goes to the NIC only while that
+ * count exceeds what we consumed, and waits (with all work behind it) in a
+ * software queue otherwise.
+ *
+ * Locking: `lock` of a connection guards its QP posting and its queues;
+ * the context's `lock` guards the connection list. Order: context, then
+ * connection, then cq.
+ */
+#ifndef RDMX_VERBS_H
+#define RDMX_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "core.h"
+
+struct rdmx_verbs_conn;
+
+struct rdmx_verbs_ctx {
+	struct rdmx_ctx *ctx;
+	struct ibv_context **list; /* librdmacm's, freed at close */
+	struct ibv_context *dev;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan;
+	struct ibv_device_attr attr;
+	char name[IBV_SYSFS_NAME_MAX];
+
+	int epfd; /* the channel, each connection's control socket, stop */
+	int stop_efd;
+	pthread_t thread;
+	bool thread_running;
+	atomic_bool stopping;
+
+	pthread_mutex_t lock; /* the list */
+	struct rdmx_verbs_conn *conns;
+};
+
+/* What a completion reports, kept per posted work request. */
+struct rdmx_verbs_rec {
+	uint64_t wr_id;
+	enum rdmx_opcode opcode;
+	uint32_t len;
+	bool internal; /* a credit update: not the user's */
+};
+
+/* A work request waiting for a credit, copied with its sges. */
+struct rdmx_verbs_pending {
+	struct rdmx_verbs_pending *next;
+	struct rdmx_wr wr;
+	struct rdmx_sge sg[RDMX_MAX_SGE];
+};
+
+/* wr_id of a receive: the ring slot, tagged apart from send slots. */
+#define RDMX_VERBS_RQ_TAG (1ull << 32)
+
+/* A FIFO of records: completions pop them in posting order. */
+struct rdmx_verbs_ring {
+	struct rdmx_verbs_rec *rec;
+	uint32_t size, head, count;
+};
+
+struct rdmx_verbs_conn {
+	struct rdmx_conn base;
+	struct rdmx_verbs_ctx *vctx;
+	struct rdmx_verbs_conn *next; /* in vctx->conns */
+	int ctl; /* the control socket: liveness */
+
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	uint32_t max_inline;
+
+	pthread_mutex_t lock;
+	bool dead; /* QP moved to error: flushing */
+	rdmx_status flush_status;
+	struct rdmx_verbs_ring sq, rq;
+	struct rdmx_verbs_pending *pend_head, *pend_tail;
+	uint32_t npending;
+
+	/* credits */
+	uint64_t *credit_in; /* the peer writes its RECVs posted here */
+	uint64_t *credit_out; /* the source of our writes to the peer */
+	struct ibv_mr *credit_mr;
+	uint64_t peer_credit_addr;
+	uint32_t peer_credit_rkey;
+	uint64_t consumed; /* SENDs and WRITE_IMMs we gave the NIC */
+	uint64_t recvs_posted; /* RECVs we posted */
+	uint64_t recvs_told; /* the count our last credit write carried */
+	bool credit_busy; /* a credit write is in flight */
+};
+
+static inline struct rdmx_verbs_conn *to_verbs_conn(struct rdmx_conn *conn)
+{
+	return rdmx_container_of(conn, struct rdmx_verbs_conn, base);
+}
+
+/* verbs_dev.c */
+rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p);
+void rdmx_verbs_close(void *priv);
+bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd);
+rdmx_status rdmx_verbs_reg_mr(void *priv, struct rdmx_mr *mr, uint32_t *rkey_p);
+void rdmx_verbs_dereg_mr(void *priv, struct rdmx_mr *mr);
+
+/* verbs_conn.c */
+rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
+				   const struct rdmx_conn_attr *attr,
+				   struct rdmx_conn **conn_p);
+void rdmx_verbs_conn_close(struct rdmx_conn *conn);
+/* Move the QP to error: everything posted flushes with @st. */
+void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st);
+
+/* verbs_post.c */
+rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
+				 const struct rdmx_wr *wr);
+rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
+				 const struct rdmx_sge *sg, int num_sge,
+				 uint64_t wr_id);
+/* Post what credits now allow, and a credit update if one is due. */
+void rdmx_verbs_kick(struct rdmx_verbs_conn *c);
+void rdmx_verbs_flush_pending(struct rdmx_verbs_conn *c, rdmx_status st);
+
+/* verbs_progress.c */
+/* Poll @c's CQ and deliver; returns completions handled. Lock held. */
+int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c);
+int rdmx_verbs_progress(void *priv, bool spinning);
+int rdmx_verbs_progress_fd(void *priv);
+void *rdmx_verbs_thread(void *arg);
+
+#endif

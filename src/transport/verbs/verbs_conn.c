@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connecting a verbs QP: each side registers its credit word and tells the
+ * peer over the control socket; the accepting side listens with rdma_cm on
+ * its address of the control connection, the connecting side resolves the
+ * route to the peer's address and connects. rdma_cm picks the GID from the
+ * address: on RoCE the RoCEv2 GID of that IP, never a link-local one.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "verbs.h"
+#include "verbs_proto.h"
+
+/* Wait for the next CM event, which must be @want; acks it. */
+static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
+				      enum rdma_cm_event_type want,
+				      uint64_t deadline,
+				      struct rdma_cm_id **id_p)
+{
+	struct pollfd pfd = { .fd = c->ech->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	uint64_t now = rdmx_now_us();
+	enum rdma_cm_event_type got;
+	int status;
+
+	if (now >= deadline ||
+	    poll(&pfd, 1, (int)((deadline - now) / 1000) + 1) <= 0) {
+		rdmx_error("verbs: no %s from %s in time", rdma_event_str(want),
+			   c->base.info.peer_addr);
+		return RDMX_ERR_TIMEOUT;
+	}
+	if (rdma_get_cm_event(c->ech, &ev)) {
+		rdmx_error("verbs: rdma_get_cm_event: %m");
+		return RDMX_ERR_SYSTEM;
+	}
+	got = ev->event;
+	status = ev->status;
+	if (id_p)
+		*id_p = ev->id;
+	rdma_ack_cm_event(ev);
+	if (got != want) {
+		rdmx_error("verbs: %s with %s while waiting for %s (status %d)",
+			   rdma_event_str(got), c->base.info.peer_addr,
+			   rdma_event_str(want), status);
+		return got == RDMA_CM_EVENT_REJECTED ? RDMX_ERR_CONN_REFUSED
+						     : RDMX_ERR_UNREACHABLE;
+	}
+	return RDMX_OK;
+}
+
+static rdmx_status rdmx_verbs_ring_alloc(struct rdmx_verbs_ring *r,
+					 uint32_t size)
+{
+	r->rec = calloc(size, sizeof(*r->rec));
+	r->size = size;
+	return r->rec ? RDMX_OK : RDMX_ERR_NOMEM;
+}
+
+/* The CQ and the RC QP on @id, sized from the config and the device. */
+static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
+				 struct rdma_cm_id *id)
+{
+	struct rdmx_verbs_ctx *v = c->vctx;
+	const struct rdmx_config *cfg = &v->ctx->cfg;
+	/* One credit update in flight beside the user's work. */
+	uint32_t sq = (uint32_t)cfg->tcp_tx_depth + 2;
+	uint32_t rq = (uint32_t)cfg->tcp_rx_depth;
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
+	int sge = v->attr.max_sge < RDMX_MAX_SGE ? v->attr.max_sge
+						 : RDMX_MAX_SGE;
+
+	if (id->verbs->device != v->dev->device) {
+		rdmx_error("verbs: %s is reached through %s, not %s "
+			   "(verbs.device)",
+			   c->base.info.peer_addr,
+			   ibv_get_device_name(id->verbs->device), v->name);
+		return RDMX_ERR_UNREACHABLE;
+	}
+	if (sq > (uint32_t)v->attr.max_qp_wr)
+		sq = (uint32_t)v->attr.max_qp_wr;
+	if (rq > (uint32_t)v->attr.max_qp_wr)
+		rq = (uint32_t)v->attr.max_qp_wr;
+	c->cq = ibv_create_cq(v->dev, (int)(sq + rq), c, v->chan, 0);
+	if (!c->cq || ibv_req_notify_cq(c->cq, 0)) {
+		rdmx_error("verbs: ibv_create_cq of %u entries: %m", sq + rq);
+		return RDMX_ERR_SYSTEM;
+	}
+	qa.send_cq = qa.recv_cq = c->cq;
+	qa.cap.max_send_wr = sq;
+	qa.cap.max_recv_wr = rq;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = (uint32_t)sge;
+	qa.cap.max_inline_data = (uint32_t)cfg->verbs_max_inline_data;
+	if (rdma_create_qp(id, v->pd, &qa)) {
+		rdmx_error("verbs: rdma_create_qp (send %u, recv %u, sge %d, "
+			   "inline %u): %m",
+			   sq, rq, sge, (unsigned)cfg->verbs_max_inline_data);
+		return RDMX_ERR_SYSTEM;
+	}
+	c->max_inline = qa.cap.max_inline_data;
+	c->id = id;
+	if (rdmx_verbs_ring_alloc(&c->sq, sq) ||
+	    rdmx_verbs_ring_alloc(&c->rq, rq))
+		return RDMX_ERR_NOMEM;
+	return RDMX_OK;
+}
+
+static struct rdma_conn_param rdmx_verbs_param(const struct rdmx_verbs_ctx *v)
+{
+	/* READ and atomics need responder resources; RNR never happens. */
+	struct rdma_conn_param p = { .retry_count = 7, .rnr_retry_count = 0 };
+
+	p.responder_resources = (uint8_t)(v->attr.max_qp_rd_atom < 16
+						  ? v->attr.max_qp_rd_atom
+						  : 16);
+	p.initiator_depth = (uint8_t)(v->attr.max_qp_init_rd_atom < 16
+					      ? v->attr.max_qp_init_rd_atom
+					      : 16);
+	return p;
+}
+
+static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+	union ibv_gid gid;
+	char s[INET6_ADDRSTRLEN] = "?";
+	uint8_t idx;
+
+	if (ibv_query_qp(c->id->qp, &qa, IBV_QP_AV, &ia))
+		return;
+	idx = qa.ah_attr.grh.sgid_index;
+	if (!ibv_query_gid(c->vctx->dev, c->id->port_num, idx, &gid))
+		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
+	rdmx_info("verbs: %s -> %s on %s port %u, gid index %u (%s)",
+		  c->base.info.local_addr, c->base.info.peer_addr,
+		  c->vctx->name, c->id->port_num, idx, s);
+}
+
+/* Accepting side: listen on our address of the control connection. */
+static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
+				     struct rdmx_verbs_setup *mine,
+				     uint64_t deadline)
+{
+	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct rdma_cm_id *lid, *id;
+	rdmx_status st = RDMX_ERR_SYSTEM;
+
+	if (rdma_create_id(c->ech, &lid, c, RDMA_PS_TCP))
+		return RDMX_ERR_SYSTEM;
+	getsockname(c->ctl, (struct sockaddr *)&ss, &sl);
+	((struct sockaddr_in *)&ss)->sin_port = 0;
+	if (rdma_bind_addr(lid, (struct sockaddr *)&ss) ||
+	    rdma_listen(lid, 1)) {
+		rdmx_error("verbs: rdma_cm cannot listen on %s: %m",
+			   c->base.info.local_addr);
+		goto out;
+	}
+	mine->cm_port = ntohs(rdma_get_src_port(lid));
+	st = RDMX_OK;
+out:
+	if (!st) {
+		uint8_t b[RDMX_VERBS_SETUP_LEN];
+
+		rdmx_verbs_setup_pack(mine, b);
+		st = rdmx_sock_write_full(c->ctl, b, sizeof(b), deadline);
+	}
+	if (!st)
+		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_CONNECT_REQUEST,
+					deadline, &id);
+	if (!st) {
+		st = rdmx_verbs_qp(c, id);
+		if (st)
+			rdma_reject(id, NULL, 0);
+		else if (rdma_accept(id, &param))
+			st = RDMX_ERR_SYSTEM;
+	}
+	if (!st)
+		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ESTABLISHED, deadline,
+					NULL);
+	rdma_destroy_id(lid);
+	return st;
+}
+
+/* Connecting side: resolve the peer's address and route, then connect. */
+static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
+				      const struct rdmx_verbs_setup *theirs,
+				      uint64_t deadline)
+{
+	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
+	struct sockaddr_storage src, dst;
+	socklen_t sl = sizeof(src), dl = sizeof(dst);
+	struct rdma_cm_id *id;
+	rdmx_status st;
+
+	if (rdma_create_id(c->ech, &id, c, RDMA_PS_TCP))
+		return RDMX_ERR_SYSTEM;
+	getsockname(c->ctl, (struct sockaddr *)&src, &sl);
+	getpeername(c->ctl, (struct sockaddr *)&dst, &dl);
+	((struct sockaddr_in *)&src)->sin_port = 0;
+	((struct sockaddr_in *)&dst)->sin_port =
+		htons((uint16_t)theirs->cm_port);
+	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
+			      (struct sockaddr *)&dst, 2000)) {
+		rdmx_error("verbs: rdma_resolve_addr %s: %m",
+			   c->base.info.peer_addr);
+		rdma_destroy_id(id);
+		return RDMX_ERR_UNREACHABLE;
+	}
+	st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL);
+	if (!st && rdma_resolve_route(id, 2000))
+		st = RDMX_ERR_UNREACHABLE;
+	if (!st)
+		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ROUTE_RESOLVED,
+					deadline, NULL);
+	if (!st)
+		st = rdmx_verbs_qp(c, id);
+	if (!st && rdma_connect(id, &param))
+		st = RDMX_ERR_SYSTEM;
+	if (!st)
+		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ESTABLISHED, deadline,
+					NULL);
+	if (st && !c->id)
+		rdma_destroy_id(id);
+	return st;
+}
+
+static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
+{
+	if (c->id) {
+		if (c->id->qp)
+			rdma_destroy_qp(c->id);
+		rdma_destroy_id(c->id);
+	}
+	if (c->cq && ibv_destroy_cq(c->cq))
+		rdmx_error("verbs: ibv_destroy_cq: %m");
+	if (c->ech)
+		rdma_destroy_event_channel(c->ech);
+	if (c->credit_mr)
+		ibv_dereg_mr(c->credit_mr);
+	free(c->credit_in);
+	free(c->sq.rec);
+	free(c->rq.rec);
+	if (c->ctl >= 0)
+		close(c->ctl);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Register the credit words: [0] the peer writes, [1] we write from. */
+static rdmx_status rdmx_verbs_credits(struct rdmx_verbs_conn *c,
+				      struct rdmx_verbs_setup *mine)
+{
+	c->credit_in = aligned_alloc(64, 64);
+	if (!c->credit_in)
+		return RDMX_ERR_NOMEM;
+	memset(c->credit_in, 0, 64);
+	c->credit_out = c->credit_in + 1;
+	c->credit_mr =
+		ibv_reg_mr(c->vctx->pd, c->credit_in, 64,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!c->credit_mr) {
+		rdmx_error("verbs: ibv_reg_mr of the credit word: %m");
+		return RDMX_ERR_NOMEM;
+	}
+	mine->credit_addr = (uintptr_t)c->credit_in;
+	mine->credit_rkey = c->credit_mr->rkey;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
+				   const struct rdmx_conn_attr *attr,
+				   struct rdmx_conn **conn_p)
+{
+	struct rdmx_verbs_ctx *v = priv;
+	uint64_t deadline =
+		rdmx_now_us() + v->ctx->cfg.handshake_timeout_ms * 1000;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct rdmx_verbs_setup mine = { 0 }, theirs;
+	uint8_t b[RDMX_VERBS_SETUP_LEN];
+	struct rdmx_verbs_conn *c;
+	rdmx_status st;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return RDMX_ERR_NOMEM;
+	}
+	rdmx_conn_init(&c->base, v->ctx, &rdmx_verbs_ops, attr);
+	if (v->attr.atomic_cap == IBV_ATOMIC_NONE)
+		c->base.caps &= ~(uint64_t)RDMX_CAP_ATOMIC;
+	c->vctx = v;
+	c->ctl = fd;
+	c->base.info.flags = RDMX_CONN_ERRORS_CLOSE;
+	pthread_mutex_init(&c->lock, NULL);
+	rdmx_sock_name(fd, false, c->base.info.local_addr,
+		       sizeof(c->base.info.local_addr));
+	rdmx_sock_name(fd, true, c->base.info.peer_addr,
+		       sizeof(c->base.info.peer_addr));
+	c->ech = rdma_create_event_channel();
+	st = c->ech ? rdmx_verbs_credits(c, &mine) : RDMX_ERR_SYSTEM;
+	if (!st && accepting) {
+		st = rdmx_verbs_accept(c, &mine, deadline);
+	} else if (!st) {
+		rdmx_verbs_setup_pack(&mine, b);
+		st = rdmx_sock_write_full(fd, b, sizeof(b), deadline);
+	}
+	/* The peer's credit word (and, connecting, its rdma_cm port). */
+	if (!st)
+		st = rdmx_sock_read_full(fd, b, sizeof(b), deadline);
+	if (!st && rdmx_verbs_setup_unpack(b, &theirs))
+		st = RDMX_ERR_PROTOCOL;
+	if (!st && !accepting)
+		st = rdmx_verbs_connect(c, &theirs, deadline);
+	if (st)
+		goto err;
+	c->peer_credit_addr = theirs.credit_addr;
+	c->peer_credit_rkey = theirs.credit_rkey;
+	rdmx_verbs_log_gid(c);
+
+	pthread_mutex_lock(&v->lock);
+	ev.data.ptr = c;
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, c->ctl, &ev)) {
+		pthread_mutex_unlock(&v->lock);
+		rdmx_error("verbs: epoll_ctl: %m");
+		st = RDMX_ERR_SYSTEM;
+		goto err;
+	}
+	c->next = v->conns;
+	v->conns = c;
+	pthread_mutex_unlock(&v->lock);
+	*conn_p = &c->base;
+	return RDMX_OK;
+
+err:
+	rdmx_verbs_conn_free(c);
+	return st;
+}
+
+void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+	if (c->dead)
+		return;
+	c->dead = true;
+	c->flush_status = st;
+	rdmx_verbs_flush_pending(c, st);
+	if (ibv_modify_qp(c->id->qp, &qa, IBV_QP_STATE))
+		rdmx_error("verbs: cannot move the QP to error: %m");
+}
+
+void rdmx_verbs_conn_close(struct rdmx_conn *conn)
+{
+	struct rdmx_verbs_conn *c = to_verbs_conn(conn), **pp;
+	struct rdmx_verbs_ctx *v = c->vctx;
+	uint64_t deadline = rdmx_now_us() + 2000000;
+
+	/* Out of the list first: no other thread reaches it after this. */
+	pthread_mutex_lock(&v->lock);
+	for (pp = &v->conns; *pp != c; pp = &(*pp)->next)
+		;
+	*pp = c->next;
+	epoll_ctl(v->epfd, EPOLL_CTL_DEL, c->ctl, NULL);
+	pthread_mutex_unlock(&v->lock);
+
+	pthread_mutex_lock(&c->lock);
+	rdmx_verbs_conn_fail(c, RDMX_ERR_FLUSHED);
+	/* The NIC flushes everything posted; collect it for the cq. */
+	while ((c->sq.count || c->rq.count) && rdmx_now_us() < deadline)
+		rdmx_verbs_poll_conn(c);
+	if (c->sq.count || c->rq.count)
+		rdmx_error("verbs: %u send and %u receive requests never "
+			   "flushed on close",
+			   c->sq.count, c->rq.count);
+	pthread_mutex_unlock(&c->lock);
+	rdma_disconnect(c->id);
+	rdmx_verbs_conn_free(c);
+}

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/* Posting on a verbs QP: translation, inline sends, credits, the wait queue. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs.h"
+
+static uint32_t rdmx_verbs_ring_push(struct rdmx_verbs_ring *r,
+				     const struct rdmx_verbs_rec *rec)
+{
+	uint32_t slot = (r->head + r->count) % r->size;
+
+	r->rec[slot] = *rec;
+	r->count++;
+	return slot;
+}
+
+/* Undo the last push (the post it was for failed). */
+static void rdmx_verbs_ring_unpush(struct rdmx_verbs_ring *r)
+{
+	r->count--;
+}
+
+static bool rdmx_verbs_needs_credit(enum rdmx_opcode op)
+{
+	return op == RDMX_OP_SEND || op == RDMX_OP_WRITE_IMM;
+}
+
+static bool rdmx_verbs_have_credit(const struct rdmx_verbs_conn *c)
+{
+	/* The peer's NIC writes this word: read it as the atomic it is. */
+	return __atomic_load_n(c->credit_in, __ATOMIC_ACQUIRE) > c->consumed;
+}
+
+static rdmx_status rdmx_verbs_errno(const struct rdmx_verbs_conn *c, int rc)
+{
+	if (rc == ENOMEM)
+		return RDMX_ERR_AGAIN;
+	errno = rc;
+	rdmx_error("verbs: ibv_post_send to %s: %m", c->base.info.peer_addr);
+	return RDMX_ERR_SYSTEM;
+}
+
+/* Give one work request to the NIC. Lock held. */
+static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
+				      const struct rdmx_wr *wr, bool internal)
+{
+	struct ibv_sge sge[RDMX_MAX_SGE];
+	struct ibv_send_wr w = { .sg_list = sge,
+				 .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	struct rdmx_verbs_rec rec = { .wr_id = wr->wr_id,
+				      .opcode = wr->opcode,
+				      .internal = internal };
+	int n = 0, rc;
+
+	for (int i = 0; i < wr->num_sge; i++) {
+		struct ibv_mr *imr;
+
+		if (!wr->sg_list[i].length)
+			continue;
+		imr = wr->sg_list[i].mr->tp_mr[RDMX_TRANSPORT_VERBS];
+		sge[n].addr = (uintptr_t)wr->sg_list[i].addr;
+		sge[n].length = wr->sg_list[i].length;
+		sge[n++].lkey = imr ? imr->lkey : 0;
+		rec.len += wr->sg_list[i].length;
+	}
+	w.num_sge = n;
+	switch (wr->opcode) {
+	case RDMX_OP_SEND:
+		w.opcode = IBV_WR_SEND;
+		break;
+	case RDMX_OP_WRITE:
+		w.opcode = IBV_WR_RDMA_WRITE;
+		break;
+	case RDMX_OP_WRITE_IMM:
+		w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		w.imm_data = htonl(wr->imm);
+		break;
+	case RDMX_OP_READ:
+		w.opcode = IBV_WR_RDMA_READ;
+		break;
+	case RDMX_OP_FETCH_ADD:
+		w.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+		break;
+	case RDMX_OP_CMP_SWAP:
+		w.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+		break;
+	default:
+		return RDMX_ERR_INVALID;
+	}
+	if (wr->opcode == RDMX_OP_FETCH_ADD || wr->opcode == RDMX_OP_CMP_SWAP) {
+		w.wr.atomic.remote_addr = wr->remote_addr;
+		w.wr.atomic.rkey = wr->rkey;
+		w.wr.atomic.compare_add = wr->compare_add;
+		w.wr.atomic.swap = wr->swap;
+	} else {
+		w.wr.rdma.remote_addr = wr->remote_addr;
+		w.wr.rdma.rkey = wr->rkey;
+	}
+	/* Small payloads ride in the work request itself. */
+	if (rec.len && rec.len <= c->max_inline && wr->opcode != RDMX_OP_READ &&
+	    w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
+	    w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP)
+		w.send_flags |= IBV_SEND_INLINE;
+	w.wr_id = rdmx_verbs_ring_push(&c->sq, &rec);
+	rc = ibv_post_send(c->id->qp, &w, &bad);
+	if (rc) {
+		rdmx_verbs_ring_unpush(&c->sq);
+		return rdmx_verbs_errno(c, rc);
+	}
+	if (rdmx_verbs_needs_credit(wr->opcode))
+		c->consumed++;
+	return RDMX_OK;
+}
+
+/* Tell the peer how many RECVs we have posted: one write in flight. */
+static void rdmx_verbs_credit_update(struct rdmx_verbs_conn *c)
+{
+	struct rdmx_mr mr = { .addr = (uint8_t *)c->credit_out, .length = 8 };
+	struct rdmx_sge sg = { c->credit_out, 8, &mr };
+	struct rdmx_wr wr = { .opcode = RDMX_OP_WRITE,
+			      .sg_list = &sg,
+			      .num_sge = 1,
+			      .remote_addr = c->peer_credit_addr,
+			      .rkey = c->peer_credit_rkey };
+
+	if (c->credit_busy || c->recvs_told == c->recvs_posted || c->dead)
+		return;
+	mr.tp_mr[RDMX_TRANSPORT_VERBS] = c->credit_mr;
+	*c->credit_out = c->recvs_posted;
+	if (rdmx_verbs_post_hw(c, &wr, true))
+		return; /* retried on the next kick */
+	c->credit_busy = true;
+	c->recvs_told = c->recvs_posted;
+}
+
+void rdmx_verbs_kick(struct rdmx_verbs_conn *c)
+{
+	struct rdmx_verbs_pending *p;
+
+	/* In order: the head waits for a credit, everything behind it too. */
+	while ((p = c->pend_head) && !c->dead) {
+		if (rdmx_verbs_needs_credit(p->wr.opcode) &&
+		    !rdmx_verbs_have_credit(c))
+			break;
+		if (rdmx_verbs_post_hw(c, &p->wr, false))
+			break;
+		c->pend_head = p->next;
+		if (!c->pend_head)
+			c->pend_tail = NULL;
+		c->npending--;
+		free(p);
+	}
+	rdmx_verbs_credit_update(c);
+}
+
+void rdmx_verbs_flush_pending(struct rdmx_verbs_conn *c, rdmx_status st)
+{
+	struct rdmx_verbs_pending *p;
+	struct rdmx_completion wc = { .status = st, .conn = &c->base };
+
+	while ((p = c->pend_head)) {
+		c->pend_head = p->next;
+		wc.wr_id = p->wr.wr_id;
+		wc.opcode = p->wr.opcode;
+		rdmx_cq_push(c->base.cq, &wc);
+		free(p);
+	}
+	c->pend_tail = NULL;
+	c->npending = 0;
+}
+
+static rdmx_status rdmx_verbs_defer(struct rdmx_verbs_conn *c,
+				    const struct rdmx_wr *wr)
+{
+	struct rdmx_verbs_pending *p = malloc(sizeof(*p));
+
+	if (!p)
+		return RDMX_ERR_NOMEM;
+	p->next = NULL;
+	p->wr = *wr;
+	memcpy(p->sg, wr->sg_list, (size_t)wr->num_sge * sizeof(p->sg[0]));
+	p->wr.sg_list = p->sg;
+	if (c->pend_tail)
+		c->pend_tail->next = p;
+	else
+		c->pend_head = p;
+	c->pend_tail = p;
+	c->npending++;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
+				 const struct rdmx_wr *wr)
+{
+	struct rdmx_verbs_conn *c = to_verbs_conn(conn);
+	rdmx_status st;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->dead)
+		st = RDMX_ERR_CONN_LOST;
+	else if (c->sq.count + c->npending + 2 > c->sq.size)
+		st = RDMX_ERR_AGAIN; /* two slots stay for credit updates */
+	else if (c->npending || (rdmx_verbs_needs_credit(wr->opcode) &&
+				 !rdmx_verbs_have_credit(c)))
+		st = rdmx_verbs_defer(c, wr);
+	else
+		st = rdmx_verbs_post_hw(c, wr, false);
+	pthread_mutex_unlock(&c->lock);
+	return st;
+}
+
+rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
+				 const struct rdmx_sge *sg, int num_sge,
+				 uint64_t wr_id)
+{
+	struct rdmx_verbs_conn *c = to_verbs_conn(conn);
+	struct rdmx_verbs_rec rec = { .wr_id = wr_id, .opcode = RDMX_OP_RECV };
+	struct ibv_sge sge[RDMX_MAX_SGE];
+	struct ibv_recv_wr w = { .sg_list = sge }, *bad;
+	rdmx_status st = RDMX_OK;
+	int rc;
+
+	for (int i = 0; i < num_sge; i++) {
+		struct ibv_mr *imr =
+			sg[i].mr ? sg[i].mr->tp_mr[RDMX_TRANSPORT_VERBS] : NULL;
+
+		if (!sg[i].length)
+			continue;
+		sge[w.num_sge].addr = (uintptr_t)sg[i].addr;
+		sge[w.num_sge].length = sg[i].length;
+		sge[w.num_sge++].lkey = imr ? imr->lkey : 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (c->dead) {
+		st = RDMX_ERR_CONN_LOST;
+	} else if (c->rq.count == c->rq.size) {
+		st = RDMX_ERR_AGAIN;
+	} else {
+		w.wr_id = RDMX_VERBS_RQ_TAG |
+			  rdmx_verbs_ring_push(&c->rq, &rec);
+		rc = ibv_post_recv(c->id->qp, &w, &bad);
+		if (rc) {
+			rdmx_verbs_ring_unpush(&c->rq);
+			st = rdmx_verbs_errno(c, rc);
+		} else {
+			c->recvs_posted++;
+			rdmx_verbs_kick(c);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return st;
+}

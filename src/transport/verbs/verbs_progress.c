@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/* Completions from a verbs CQ, and the progress thread. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "verbs.h"
+
+/*
+ * The device's word for a failed completion, as an rdmx status. Devices
+ * word the same event differently (a SEND larger than the RECV is
+ * LOC_LEN_ERR at the receiver on most, LOC_QP_OP_ERR on rxe), so the side
+ * and the operation decide; the device's own words go to the log.
+ */
+static rdmx_status rdmx_verbs_status(const struct rdmx_verbs_conn *c,
+				     const struct ibv_wc *wc, bool recv,
+				     enum rdmx_opcode op)
+{
+	bool two_sided = op == RDMX_OP_SEND || op == RDMX_OP_WRITE_IMM;
+
+	switch (wc->status) {
+	case IBV_WC_SUCCESS:
+		return RDMX_OK;
+	case IBV_WC_WR_FLUSH_ERR:
+		return c->dead ? c->flush_status : RDMX_ERR_FLUSHED;
+	case IBV_WC_LOC_LEN_ERR:
+	case IBV_WC_LOC_QP_OP_ERR:
+		return recv ? RDMX_ERR_LOCAL_LENGTH : RDMX_ERR_INVALID;
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+		if (recv)
+			return RDMX_ERR_LOCAL_LENGTH;
+		return two_sided ? RDMX_ERR_REMOTE_INVALID
+				 : RDMX_ERR_REMOTE_ACCESS;
+	case IBV_WC_REM_ACCESS_ERR:
+		return RDMX_ERR_REMOTE_ACCESS;
+	case IBV_WC_LOC_PROT_ERR:
+	case IBV_WC_MW_BIND_ERR:
+		return RDMX_ERR_INVALID;
+	default: /* retries exhausted, fatal errors: the peer is gone */
+		return RDMX_ERR_CONN_LOST;
+	}
+}
+
+static void rdmx_verbs_complete(struct rdmx_verbs_conn *c,
+				const struct ibv_wc *wc)
+{
+	bool recv = wc->wr_id & RDMX_VERBS_RQ_TAG;
+	struct rdmx_verbs_ring *r = recv ? &c->rq : &c->sq;
+	struct rdmx_verbs_rec rec = r->rec[r->head];
+	struct rdmx_completion out = { .wr_id = rec.wr_id, .conn = &c->base };
+
+	r->head = (r->head + 1) % r->size;
+	r->count--;
+	out.status = rdmx_verbs_status(c, wc, recv, rec.opcode);
+	if (wc->status != IBV_WC_SUCCESS && !c->dead) {
+		/* The QP is in error now: all behind this one flushes. */
+		rdmx_info("verbs: %s on %s to %s (vendor error 0x%x)",
+			  ibv_wc_status_str(wc->status), c->vctx->name,
+			  c->base.info.peer_addr, wc->vendor_err);
+		c->dead = true;
+		c->flush_status = RDMX_ERR_FLUSHED;
+		rdmx_verbs_flush_pending(c, RDMX_ERR_FLUSHED);
+	}
+	if (rec.internal) { /* a credit update of ours */
+		c->credit_busy = false;
+		return;
+	}
+	out.opcode = rec.opcode;
+	out.byte_len = rec.len;
+	if (recv) {
+		out.byte_len = wc->byte_len;
+		if (!out.status && wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			out.opcode = RDMX_OP_RECV_IMM;
+		if (wc->wc_flags & IBV_WC_WITH_IMM)
+			out.imm = ntohl(wc->imm_data);
+	}
+	if (out.status)
+		out.byte_len = recv && out.status == RDMX_ERR_LOCAL_LENGTH
+				       ? wc->byte_len
+				       : 0;
+	rdmx_cq_push(c->base.cq, &out);
+}
+
+int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
+{
+	struct ibv_wc wc[16];
+	int n, total = 0;
+
+	do {
+		n = ibv_poll_cq(c->cq, 16, wc);
+		for (int i = 0; i < n; i++)
+			rdmx_verbs_complete(c, &wc[i]);
+		total += n > 0 ? n : 0;
+	} while (n == 16);
+	if (n < 0)
+		rdmx_error("verbs: ibv_poll_cq: %d", n);
+	rdmx_verbs_kick(c);
+	return total;
+}
+
+/* The control socket of @c ended: the peer is gone. Both locks held. */
+static void rdmx_verbs_peer_gone(struct rdmx_verbs_ctx *v,
+				 struct rdmx_verbs_conn *c)
+{
+	epoll_ctl(v->epfd, EPOLL_CTL_DEL, c->ctl, NULL);
+	if (c->dead)
+		return;
+	rdmx_info("verbs connection to %s lost (control connection closed)",
+		  c->base.info.peer_addr);
+	rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
+}
+
+static bool rdmx_verbs_listed(struct rdmx_verbs_ctx *v,
+			      const struct rdmx_verbs_conn *c)
+{
+	for (struct rdmx_verbs_conn *i = v->conns; i; i = i->next)
+		if (i == c)
+			return true;
+	return false;
+}
+
+static bool rdmx_verbs_listed(struct rdmx_verbs_ctx *v,
+			      const struct rdmx_verbs_conn *c);
+
+/*
+ * Completion events: ack, re-arm, then poll (so nothing slips between).
+ * Context lock held. The ack comes first, for a connection being closed
+ * too: its ibv_destroy_cq waits for it; and only a connection still in the
+ * list (close unlinks it under the same lock) is touched after that.
+ */
+static void rdmx_verbs_channel(struct rdmx_verbs_ctx *v)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	while (!ibv_get_cq_event(v->chan, &cq, &cq_ctx)) {
+		struct rdmx_verbs_conn *c = cq_ctx;
+
+		ibv_ack_cq_events(cq, 1);
+		if (!rdmx_verbs_listed(v, c))
+			continue;
+		pthread_mutex_lock(&c->lock);
+		ibv_req_notify_cq(cq, 0);
+		rdmx_verbs_poll_conn(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+/* Handle epoll events; the context lock is held. */
+static int rdmx_verbs_handle(struct rdmx_verbs_ctx *v,
+			     const struct epoll_event *ev, int n)
+{
+	int handled = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct rdmx_verbs_conn *c = ev[i].data.ptr;
+
+		if (!c) /* stop: the thread's business */
+			continue;
+		if (ev[i].data.ptr == v->chan) {
+			rdmx_verbs_channel(v);
+		} else if (rdmx_verbs_listed(v, c)) {
+			pthread_mutex_lock(&c->lock);
+			rdmx_verbs_peer_gone(v, c);
+			rdmx_verbs_poll_conn(c);
+			pthread_mutex_unlock(&c->lock);
+		}
+		handled++;
+	}
+	return handled;
+}
+
+int rdmx_verbs_progress(void *priv, bool spinning)
+{
+	struct rdmx_verbs_ctx *v = priv;
+	struct epoll_event ev[16];
+	int n = 0;
+
+	(void)spinning;
+	pthread_mutex_lock(&v->lock);
+	/* Without the thread, we are the one who watches the sockets. */
+	if (!v->thread_running) {
+		int e = epoll_wait(v->epfd, ev, 16, 0);
+
+		if (e > 0)
+			n += rdmx_verbs_handle(v, ev, e);
+	}
+	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
+		pthread_mutex_lock(&c->lock);
+		n += rdmx_verbs_poll_conn(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+int rdmx_verbs_progress_fd(void *priv)
+{
+	return ((struct rdmx_verbs_ctx *)priv)->epfd;
+}
+
+/* Any connection whose sends wait for a credit? (context lock held) */
+static bool rdmx_verbs_waiting(struct rdmx_verbs_ctx *v)
+{
+	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next)
+		if (c->npending)
+			return true;
+	return false;
+}
+
+void *rdmx_verbs_thread(void *arg)
+{
+	struct rdmx_verbs_ctx *v = arg;
+	struct epoll_event ev[16];
+	sigset_t all;
+	uint64_t val;
+	int n, timeout;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		/*
+		 * A credit arrives as a remote write, which raises no event:
+		 * while sends wait for one, look every millisecond.
+		 */
+		pthread_mutex_lock(&v->lock);
+		timeout = rdmx_verbs_waiting(v) ? 1 : -1;
+		pthread_mutex_unlock(&v->lock);
+		n = epoll_wait(v->epfd, ev, 16, timeout);
+		if (n < 0 && errno != EINTR) {
+			rdmx_error("verbs progress: epoll_wait: %m");
+			return NULL;
+		}
+		for (int i = 0; i < n; i++)
+			if (!ev[i].data.ptr) {
+				if (read(v->stop_efd, &val, sizeof(val)) < 0 &&
+				    errno != EAGAIN)
+					rdmx_debug("verbs: eventfd read: %m");
+				if (atomic_load(&v->stopping))
+					return NULL;
+			}
+		pthread_mutex_lock(&v->lock);
+		if (n > 0)
+			rdmx_verbs_handle(v, ev, n);
+		for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next)
+			if (c->npending) {
+				pthread_mutex_lock(&c->lock);
+				rdmx_verbs_kick(c);
+				pthread_mutex_unlock(&c->lock);
+			}
+		pthread_mutex_unlock(&v->lock);
+	}
+}

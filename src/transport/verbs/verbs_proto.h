@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verbs transport's one message on the control socket, sent by each
+ * side after the handshake and before the rdma_cm exchange:
+ *   be32 magic "RDMV", be32 version, be32 rdma_cm port (the accepting side
+ *   listens there; 0 from the connecting side), be32 reserved,
+ *   be64 address and be32 rkey of the sender's credit word, be32 reserved.
+ */
+#ifndef RDMX_VERBS_PROTO_H
+#define RDMX_VERBS_PROTO_H
+
+#include <stdint.h>
+
+#include "bytes.h"
+
+#define RDMX_VERBS_MAGIC 0x52444d56u /* "RDMV" */
+#define RDMX_VERBS_VERSION 1
+#define RDMX_VERBS_SETUP_LEN 32
+
+struct rdmx_verbs_setup {
+	uint32_t cm_port;
+	uint64_t credit_addr;
+	uint32_t credit_rkey;
+};
+
+_Static_assert(RDMX_VERBS_SETUP_LEN == 4 * 4 + 8 + 2 * 4, "setup size");
+
+static inline void rdmx_verbs_setup_pack(const struct rdmx_verbs_setup *s,
+					 uint8_t b[RDMX_VERBS_SETUP_LEN])
+{
+	rdmx_put_be(b, RDMX_VERBS_MAGIC, 4);
+	rdmx_put_be(b + 4, RDMX_VERBS_VERSION, 4);
+	rdmx_put_be(b + 8, s->cm_port, 4);
+	rdmx_put_be(b + 12, 0, 4);
+	rdmx_put_be(b + 16, s->credit_addr, 8);
+	rdmx_put_be(b + 24, s->credit_rkey, 4);
+	rdmx_put_be(b + 28, 0, 4);
+}
+
+static inline int rdmx_verbs_setup_unpack(const uint8_t b[RDMX_VERBS_SETUP_LEN],
+					  struct rdmx_verbs_setup *s)
+{
+	if (rdmx_get_be(b, 4) != RDMX_VERBS_MAGIC ||
+	    rdmx_get_be(b + 4, 4) != RDMX_VERBS_VERSION ||
+	    rdmx_get_be(b + 8, 4) > 65535)
+		return -1;
+	s->cm_port = (uint32_t)rdmx_get_be(b + 8, 4);
+	s->credit_addr = rdmx_get_be(b + 16, 8);
+	s->credit_rkey = (uint32_t)rdmx_get_be(b + 24, 4);
+	return 0;
+}
+
+#endif
