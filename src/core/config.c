@@ -74,6 +74,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(verbs_max_inline_data),
 	  "SEND and WRITE payloads this small travel inside the work request "
 	  "(the device may grant less)." },
+	{ "verbs.request_timeout", "30s", RDMX_CFG_TIME_MS, 100, 3600000, NULL,
+	  RDMX_CFG_FIELD(verbs_request_timeout_ms),
+	  "With work outstanding, a device that completes nothing for this "
+	  "long fails the connection (RDMX_ERR_CONN_LOST): nothing hangs." },
 	{ "progress.thread", "on", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(progress_thread),
 	  "Serve one-sided operations from a background thread; off means "

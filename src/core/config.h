@@ -28,6 +28,7 @@ struct rdmx_config {
 	char verbs_device[RDMX_CONFIG_STR_MAX];
 	uint64_t verbs_port;
 	uint64_t verbs_max_inline_data;
+	uint64_t verbs_request_timeout_ms;
 	uint64_t shm_single_copy_min;
 	bool progress_thread;
 	uint64_t progress_wait_spin_us;

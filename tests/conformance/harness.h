@@ -18,7 +18,9 @@
 
 #include "rdmx.h"
 
+#ifndef T_TIMEOUT_MS
 #define T_TIMEOUT_MS 10000
+#endif
 
 /* One side: a context with a cq. */
 struct side {

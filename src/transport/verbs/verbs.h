@@ -99,6 +99,7 @@ struct rdmx_verbs_conn {
 	uint64_t recvs_posted; /* RECVs we posted */
 	uint64_t recvs_told; /* the count our last credit write carried */
 	bool credit_busy; /* a credit write is in flight */
+	uint64_t busy_since; /* last completion, or first post after idle */
 };
 
 static inline struct rdmx_verbs_conn *to_verbs_conn(struct rdmx_conn *conn)
@@ -134,6 +135,8 @@ void rdmx_verbs_flush_pending(struct rdmx_verbs_conn *c, rdmx_status st);
 /* verbs_progress.c */
 /* Poll @c's CQ and deliver; returns completions handled. Lock held. */
 int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c);
+/* Fail @c if the device completed nothing for verbs.request_timeout. */
+void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now);
 int rdmx_verbs_progress(void *priv, bool spinning);
 int rdmx_verbs_progress_fd(void *priv);
 void *rdmx_verbs_thread(void *arg);

@@ -64,10 +64,19 @@ static rdmx_status rdmx_verbs_ring_alloc(struct rdmx_verbs_ring *r,
 	return r->rec ? RDMX_OK : RDMX_ERR_NOMEM;
 }
 
+/*
+ * Bounded failure: with the ACK timeout at 4.096 us * 2^14 (~67 ms) and 7
+ * retries, a request the peer's NIC never answers fails in about half a
+ * second (retries exhausted) instead of the many seconds of the defaults.
+ */
+#define RDMX_VERBS_ACK_TIMEOUT 14
+
 /* The CQ and the RC QP on @id, sized from the config and the device. */
 static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 				 struct rdma_cm_id *id)
 {
+	uint8_t ack_timeout = RDMX_VERBS_ACK_TIMEOUT;
+
 	struct rdmx_verbs_ctx *v = c->vctx;
 	const struct rdmx_config *cfg = &v->ctx->cfg;
 	/* One credit update in flight beside the user's work. */
@@ -98,6 +107,9 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 	qa.cap.max_recv_wr = rq;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = (uint32_t)sge;
 	qa.cap.max_inline_data = (uint32_t)cfg->verbs_max_inline_data;
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			    &ack_timeout, sizeof(ack_timeout)))
+		rdmx_warn("verbs: cannot set the ACK timeout: %m");
 	if (rdma_create_qp(id, v->pd, &qa)) {
 		rdmx_error("verbs: rdma_create_qp (send %u, recv %u, sge %d, "
 			   "inline %u): %m",

@@ -105,6 +105,8 @@ static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
 	    w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
 	    w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP)
 		w.send_flags |= IBV_SEND_INLINE;
+	if (!c->sq.count)
+		c->busy_since = rdmx_now_us();
 	w.wr_id = rdmx_verbs_ring_push(&c->sq, &rec);
 	rc = ibv_post_send(c->id->qp, &w, &bad);
 	if (rc) {

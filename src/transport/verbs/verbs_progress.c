@@ -55,6 +55,7 @@ static void rdmx_verbs_complete(struct rdmx_verbs_conn *c,
 
 	r->head = (r->head + 1) % r->size;
 	r->count--;
+	c->busy_since = rdmx_now_us();
 	out.status = rdmx_verbs_status(c, wc, recv, rec.opcode);
 	if (wc->status != IBV_WC_SUCCESS && !c->dead) {
 		/* The QP is in error now: all behind this one flushes. */
@@ -100,6 +101,27 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 		rdmx_error("verbs: ibv_poll_cq: %d", n);
 	rdmx_verbs_kick(c);
 	return total;
+}
+
+/*
+ * Requests wait on the peer's NIC; on a device that drops a request
+ * without a NAK (rxe, when the target deregisters during a READ) they
+ * would wait forever. Connection lock held.
+ */
+void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
+{
+	uint64_t limit = c->vctx->ctx->cfg.verbs_request_timeout_ms * 1000;
+
+	if (c->dead || !c->sq.count || now - c->busy_since < limit)
+		return;
+	rdmx_error("verbs: %s completed nothing for %llu ms with %u requests "
+		   "outstanding to %s; failing the connection "
+		   "(verbs.request_timeout)",
+		   c->vctx->name,
+		   (unsigned long long)(now - c->busy_since) / 1000,
+		   c->sq.count, c->base.info.peer_addr);
+	rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
+	rdmx_verbs_poll_conn(c);
 }
 
 /* The control socket of @c ended: the peer is gone. Both locks held. */
@@ -192,6 +214,8 @@ int rdmx_verbs_progress(void *priv, bool spinning)
 	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
 		pthread_mutex_lock(&c->lock);
 		n += rdmx_verbs_poll_conn(c);
+		if (!v->thread_running)
+			rdmx_verbs_watchdog(c, rdmx_now_us());
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&v->lock);
@@ -203,13 +227,24 @@ int rdmx_verbs_progress_fd(void *priv)
 	return ((struct rdmx_verbs_ctx *)priv)->epfd;
 }
 
-/* Any connection whose sends wait for a credit? (context lock held) */
-static bool rdmx_verbs_waiting(struct rdmx_verbs_ctx *v)
+/*
+ * How long the thread may sleep (context lock held): a credit arrives as a
+ * remote write, which raises no event, so while sends wait for one, look
+ * every millisecond; while requests are outstanding, keep the watchdog
+ * ticking. A post does not wake us, so with connections open we never
+ * sleep longer than a second: the watchdog sees work posted meanwhile.
+ */
+static int rdmx_verbs_sleep_ms(struct rdmx_verbs_ctx *v)
 {
-	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next)
+	int ms = v->conns ? 1000 : -1;
+
+	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
 		if (c->npending)
-			return true;
-	return false;
+			return 1;
+		if (c->sq.count && !c->dead)
+			ms = 100;
+	}
+	return ms;
 }
 
 void *rdmx_verbs_thread(void *arg)
@@ -223,12 +258,8 @@ void *rdmx_verbs_thread(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		/*
-		 * A credit arrives as a remote write, which raises no event:
-		 * while sends wait for one, look every millisecond.
-		 */
 		pthread_mutex_lock(&v->lock);
-		timeout = rdmx_verbs_waiting(v) ? 1 : -1;
+		timeout = rdmx_verbs_sleep_ms(v);
 		pthread_mutex_unlock(&v->lock);
 		n = epoll_wait(v->epfd, ev, 16, timeout);
 		if (n < 0 && errno != EINTR) {
@@ -246,12 +277,13 @@ void *rdmx_verbs_thread(void *arg)
 		pthread_mutex_lock(&v->lock);
 		if (n > 0)
 			rdmx_verbs_handle(v, ev, n);
-		for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next)
-			if (c->npending) {
-				pthread_mutex_lock(&c->lock);
+		for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
+			pthread_mutex_lock(&c->lock);
+			if (c->npending)
 				rdmx_verbs_kick(c);
-				pthread_mutex_unlock(&c->lock);
-			}
+			rdmx_verbs_watchdog(c, rdmx_now_us());
+			pthread_mutex_unlock(&c->lock);
+		}
 		pthread_mutex_unlock(&v->lock);
 	}
 }
