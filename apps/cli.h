@@ -97,6 +97,8 @@ static inline uint64_t cli_get64(const uint8_t *p)
 /* Subcommands. */
 int cli_demo(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+/* rdmx info's RDMA part; returns the number of problems found. */
+int cli_info_verbs(void);
 int cli_info(int argc, char **argv);
 
 #endif

@@ -97,7 +97,9 @@ int cli_info(int argc, char **argv)
 		if (ops)
 			printf("%s ", ops->name);
 	}
-	printf("(best first; shm between processes of one host, tcp "
-	       "otherwise)\nverbs: not in this build yet\n");
+	printf("(best first: verbs where both sides have an RDMA device that "
+	       "owns their address, shm between processes of one host, tcp "
+	       "otherwise)\n");
+	cli_info_verbs();
 	return 0;
 }

@@ -46,6 +46,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "conn.handshake_timeout", "5s", RDMX_CFG_TIME_MS, 1, 3600000, NULL,
 	  RDMX_CFG_FIELD(handshake_timeout_ms),
 	  "Longest time a peer may take over the connection handshake." },
+	{ "conn.source_addr", "", RDMX_CFG_STRING, 0, 0, NULL,
+	  RDMX_CFG_FIELD(source_addr),
+	  "Local address rdmx_connect connects from; empty: the kernel's "
+	  "choice. It decides which RDMA device a connection can use." },
 	{ "tcp.tx_depth", "1024", RDMX_CFG_UINT, 1, 65536, NULL,
 	  RDMX_CFG_FIELD(tcp_tx_depth),
 	  "Work requests a connection may have outstanding before posts "

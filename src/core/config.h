@@ -21,6 +21,7 @@ struct rdmx_config {
 	char transport[16]; /* auto | tcp */
 	char auth_key_file[RDMX_CONFIG_STR_MAX];
 	uint64_t handshake_timeout_ms;
+	char source_addr[RDMX_CONFIG_STR_MAX];
 	uint64_t tcp_tx_depth;
 	uint64_t tcp_rx_depth;
 	uint64_t tcp_user_timeout_ms;

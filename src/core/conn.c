@@ -91,6 +91,12 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 	if (st)
 		return st;
 	info.flags = conn->info.flags; /* the transport's */
+	if (conn->info.reason[0]) { /* the transport's detail, e.g. the GID */
+		size_t n = strlen(info.reason);
+
+		snprintf(info.reason + n, sizeof(info.reason) - n, "; %s",
+			 conn->info.reason);
+	}
 	conn->info = info;
 	rdmx_cq_attach(attr->cq, 1);
 	rdmx_ctx_child(ctx, &ctx->nconns, 1);
@@ -158,7 +164,7 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 
 	if (!addr || !rdmx_conn_attr_ok(ctx, attr, conn_p))
 		return RDMX_ERR_INVALID;
-	st = rdmx_sock_connect(addr, timeout_ms, &fd);
+	st = rdmx_sock_connect(addr, ctx->cfg.source_addr, timeout_ms, &fd);
 	if (st)
 		return st;
 	rdmx_sock_name(fd, true, peer, sizeof(peer));

@@ -184,7 +184,32 @@ rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p)
 	}
 }
 
-rdmx_status rdmx_sock_connect(const char *addr, int timeout_ms, int *fd_p)
+/* Bind @fd to the host part of @src before connecting; 0 or -1. */
+static int rdmx_sock_bind_src(int fd, const char *src, int family)
+{
+	struct addrinfo hints = { .ai_family = family,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST },
+			*res;
+	int rc;
+
+	if (!src || !*src)
+		return 0;
+	if (getaddrinfo(src, NULL, &hints, &res)) {
+		rdmx_error("conn.source_addr '%s' is not a numeric address of "
+			   "this family",
+			   src);
+		return -1;
+	}
+	rc = bind(fd, res->ai_addr, res->ai_addrlen);
+	if (rc)
+		rdmx_error("cannot bind to conn.source_addr %s: %m", src);
+	freeaddrinfo(res);
+	return rc;
+}
+
+rdmx_status rdmx_sock_connect(const char *addr, const char *src, int timeout_ms,
+			      int *fd_p)
 {
 	uint64_t deadline = rdmx_deadline(timeout_ms);
 	struct addrinfo *res, *ai;
@@ -201,6 +226,11 @@ rdmx_status rdmx_sock_connect(const char *addr, int timeout_ms, int *fd_p)
 			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			continue;
+		if (rdmx_sock_bind_src(fd, src, ai->ai_family)) {
+			close(fd);
+			freeaddrinfo(res);
+			return RDMX_ERR_INVALID;
+		}
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) &&
 		    errno != EINPROGRESS) {
 			err = errno;

@@ -21,7 +21,9 @@ rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
 
 rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p);
 rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p);
-rdmx_status rdmx_sock_connect(const char *addr, int timeout_ms, int *fd_p);
+/* @src: the local address to connect from ("" or NULL: the kernel's). */
+rdmx_status rdmx_sock_connect(const char *addr, const char *src, int timeout_ms,
+			      int *fd_p);
 
 /* Blocking-style I/O on a non-blocking socket until @deadline_us. */
 rdmx_status rdmx_sock_read_full(int fd, void *buf, size_t len,

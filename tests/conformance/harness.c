@@ -27,6 +27,19 @@ void side_close(struct side *side)
 	assert_int_equal(rdmx_ctx_destroy(side->ctx), RDMX_OK);
 }
 
+bool suite_is_verbs(void)
+{
+	return !strcmp(suite_transport(), "verbs");
+}
+
+double time_scale(void)
+{
+	const char *s = getenv("RDMX_TEST_TIME_SCALE");
+	double v = s ? atof(s) : 1.0;
+
+	return v >= 1.0 ? v : 1.0;
+}
+
 bool errors_close(const struct rdmx_conn *conn)
 {
 	struct rdmx_conn_info info;

@@ -18,9 +18,15 @@
 
 #include "rdmx.h"
 
-#ifndef T_TIMEOUT_MS
-#define T_TIMEOUT_MS 10000
-#endif
+/*
+ * Time bounds scale with RDMX_TEST_TIME_SCALE (default 1): inside an
+ * emulated guest, process teardown and connection setup take the
+ * emulator's time, and the bounds are about rdmx, not about qemu.
+ */
+double time_scale(void);
+#define T_TIMEOUT_MS ((int)(10000 * time_scale()))
+/* The bound on a flush after a peer's death: 2 s, scaled. */
+#define T_FLUSH_S (2.0 * time_scale())
 
 /* One side: a context with a cq. */
 struct side {
@@ -88,6 +94,17 @@ void reap_ok(pid_t pid);
 
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);
+/*
+ * Known bug, skipped with its description until fixed (issue 3): over
+ * verbs, a SEND posted first by the accepting side to a freshly exec'd
+ * peer sometimes waits forever for the peer's first credit (rxe, 6.1,
+ * under TCG; passes when slowed down by logging).
+ */
+#define VERBS_FIRST_CREDIT_BUG                                                 \
+	"verbs: the accepting side's first SEND to an exec'd peer sometimes "  \
+	"never gets its credit (known bug, issue 3)"
+bool suite_is_verbs(void);
+
 /* Does an error completion end this connection (RDMX_CONN_ERRORS_CLOSE)? */
 bool errors_close(const struct rdmx_conn *conn);
 

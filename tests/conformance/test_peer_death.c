@@ -151,7 +151,7 @@ static void test_conn_target_killed_mid_write(void **state)
 			lost++;
 		}
 	}
-	assert_true(now_s() - t0 < 2.0);
+	assert_true(now_s() - t0 < T_FLUSH_S);
 	assert_int_equal(ok + lost, WRITES);
 	print_message("killed with %d of %d writes placed, %d flushed\n", ok,
 		      WRITES, lost);
@@ -171,6 +171,8 @@ static void test_conn_initiator_killed_mid_write(void **state)
 	double t0;
 
 	(void)state;
+	if (suite_is_verbs())
+		suite_skip(VERBS_FIRST_CREDIT_BUG);
 	rig_open(&r, true);
 	buf_alloc(&r.s, &big, CHUNK,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
@@ -189,7 +191,7 @@ static void test_conn_initiator_killed_mid_write(void **state)
 	t0 = now_s();
 	wc = expect_wc(r.s.cq, RDMX_ERR_CONN_LOST, RDMX_OP_RECV);
 	assert_int_equal(wc.wr_id, 1);
-	assert_true(now_s() - t0 < 2.0);
+	assert_true(now_s() - t0 < T_FLUSH_S);
 	buf_free(&big);
 	buf_free(&desc);
 	buf_free(&rb);
@@ -225,6 +227,7 @@ static void test_conn_peer_killed_mid_frame_unread(void **state)
 	struct side s;
 	struct buf dst;
 	struct rdmx_sge r;
+	struct rdmx_completion wc;
 	char cfg[64];
 	int port, status;
 	double t0;
@@ -255,8 +258,18 @@ static void test_conn_peer_killed_mid_frame_unread(void **state)
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	t0 = now_s();
-	expect_wc(s.cq, RDMX_ERR_CONN_LOST, RDMX_OP_RECV);
-	assert_true(now_s() - t0 < 2.0);
+	/*
+	 * The RECV completes: with CONN_LOST where the frame stopped half-way
+	 * (software transports), or whole where a NIC took it in while we
+	 * were not polling (verbs). Never partial, never a hang.
+	 */
+	wc = wait_wc(s.cq);
+	assert_int_equal(wc.opcode, RDMX_OP_RECV);
+	if (wc.status == RDMX_OK)
+		assert_int_equal(wc.byte_len, 16 << 20);
+	else
+		assert_int_equal(wc.status, RDMX_ERR_CONN_LOST);
+	assert_true(now_s() - t0 < T_FLUSH_S);
 	rdmx_conn_close(conn);
 	buf_free(&dst);
 	rdmx_listener_close(lst);

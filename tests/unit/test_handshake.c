@@ -156,7 +156,7 @@ static void test_handshake_garbage_peer(void **state)
 	(void)state;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", side_listen(&s, &a.lst));
 	pthread_create(&t, NULL, acceptor, &a);
-	assert_int_equal(rdmx_sock_connect(addr, 1000, &fd), RDMX_OK);
+	assert_int_equal(rdmx_sock_connect(addr, NULL, 1000, &fd), RDMX_OK);
 	assert_int_equal(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
 	usleep(100 * 1000);
 	close(fd);

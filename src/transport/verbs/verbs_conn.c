@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -151,9 +152,11 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	idx = qa.ah_attr.grh.sgid_index;
 	if (!ibv_query_gid(c->vctx->dev, c->id->port_num, idx, &gid))
 		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
-	rdmx_info("verbs: %s -> %s on %s port %u, gid index %u (%s)",
-		  c->base.info.local_addr, c->base.info.peer_addr,
-		  c->vctx->name, c->id->port_num, idx, s);
+	snprintf(c->base.info.reason, sizeof(c->base.info.reason),
+		 "%s port %u, gid %u %s", c->vctx->name, c->id->port_num, idx,
+		 s);
+	rdmx_info("verbs: %s -> %s on %s", c->base.info.local_addr,
+		  c->base.info.peer_addr, c->base.info.reason);
 }
 
 /* Accepting side: listen on our address of the control connection. */

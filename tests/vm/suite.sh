@@ -1,0 +1,99 @@
+#!/bin/bash
+# Description: what make test runs inside the RDMA guest (tests/vm/vm.sh).
+#   suite.sh BUILD conformance TEST   one conformance file over verbs, on
+#                                     each device (one boot per file)
+#   suite.sh BUILD extras             rdmx info, the demo between two rxe
+#                                     devices over a veth pair, perftest's
+#                                     latency beside rdmx bench on rxe0 (a
+#                                     check of the path: under TCG the
+#                                     figures measure the emulator)
+# Prints "N passed, N failed, N skipped" last.
+set -u
+build=${1:-build}
+what=${2:-extras}
+# Setting up a verbs connection takes seconds under TCG: give handshakes
+# emulator time (tests with two peers wait on each other's setup).
+export RDMX_CONN_HANDSHAKE_TIMEOUT=60s RDMX_TEST_TIME_SCALE=10
+rdmx=$build/apps/rdmx
+pass=0 fail=0 skip=0
+
+# One conformance binary on one device; counts its cmocka cases.
+suite() { # dev addr test
+	local dev=$1 addr=$2 t=$3 out
+	out=$(RDMX_TRANSPORT=verbs RDMX_VERBS_DEVICE=$dev RDMX_TEST_ADDR=$addr \
+		timeout 600 "$build/tests/test_$t" 2>&1)
+	grep -E '^\[ +(OK|FAILED|SKIPPED) +\] test_|^skip:' <<<"$out" |
+		sed "s/^/verbs.$dev.$t: /"
+	pass=$((pass + $(grep -cE '^\[ +OK +\] test_' <<<"$out")))
+	fail=$((fail + $(grep -cE '^\[ +FAILED +\] test_' <<<"$out")))
+	skip=$((skip + $(grep -cE '^\[ +SKIPPED +\] test_' <<<"$out")))
+	if grep -qE '^\[ +FAILED|^ERROR' <<<"$out"; then
+		grep -vE '^\[ +(RUN|OK) ' <<<"$out" | tail -15 | sed 's/^/    | /'
+	fi
+}
+
+if [ "$what" = conformance ]; then
+	t=$3
+	for dev in rxe0 siw0; do
+		addr=$RDMX_RXE_ADDR
+		[ $dev = siw0 ] && addr=${RDMX_SIW_ADDR:-}
+		if [ -z "$addr" ]; then
+			echo "verbs.$dev.$t: skip: no siw here: Debian 12's kernels (6.1, 6.12) are built without CONFIG_RDMA_SIW"
+			skip=$((skip + 1))
+			continue
+		fi
+		suite "$dev" "$addr" "$t"
+	done
+	echo "$pass passed, $fail failed, $skip skipped"
+	[ $fail -eq 0 ]
+	exit
+fi
+
+echo "== rdmx info in the guest"
+RDMX_TRANSPORT=verbs "$rdmx" info
+
+echo "== demo between rxe1 (10.99.2.1) and rxe2 (10.99.2.2) over a veth pair"
+RDMX_VERBS_DEVICE=rxe1 "$rdmx" demo write :0 --once >/tmp/demo-srv 2>&1 &
+srv=$!
+for _ in $(seq 100); do
+	port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/demo-srv)
+	[ -n "$port" ] && break
+	sleep 0.1
+done
+for mode in write; do
+	if RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 \
+		"$rdmx" demo $mode "10.99.2.1:$port" -s 4k -n 200 | tee /tmp/demo-cli &&
+		grep -q "verbs .*ok, bytes verified" /tmp/demo-cli && wait $srv; then
+		echo "verbs.veth.demo: [ OK ] demo $mode rxe2 -> rxe1"
+		pass=$((pass + 1))
+	else
+		echo "verbs.veth.demo: [ FAILED ] demo $mode rxe2 -> rxe1"
+		cat /tmp/demo-srv
+		fail=$((fail + 1))
+	fi
+done
+RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
+	"$rdmx" info --peer "10.99.2.1:$port" 2>/dev/null || true
+
+echo "== perftest beside rdmx bench on rxe0 (TCG: a path check, not a figure)"
+perf() { # tool
+	"$1" -d rxe0 -x 1 -n 500 -s 8 >/tmp/pt-srv 2>&1 &
+	sleep 1
+	"$1" -d rxe0 -x 1 -n 500 -s 8 "$RDMX_RXE_ADDR" 2>&1 | awk '/^ *8 /{print "  " tool ": t_min " $3 " us, t_typical " $5 " us"}' tool="$1"
+	wait
+}
+perf ib_write_lat
+perf ib_read_lat
+for op in write read; do
+	RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/b-srv 2>&1 &
+	sleep 0.5
+	bport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/b-srv)
+	RDMX_TRANSPORT=verbs "$rdmx" bench "$RDMX_RXE_ADDR:$bport" --op $op -s 8 -n 500 --json |
+		python3 -c 'import json,sys
+d = json.load(sys.stdin); l = d["lat_us"]
+print("  rdmx bench %s over %s: min %.2f us, median %.2f us" % (d["op"], d["transport"], l["min"], l["median"]))'
+	wait
+done
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
