@@ -19,6 +19,7 @@ struct rig {
 
 static void rig_open(struct rig *r, unsigned access)
 {
+	memset(r, 0, sizeof(*r));
 	pair_open(&r->p);
 	buf_alloc(&r->p.s, &r->target, LEN, access);
 	memset(r->target.p, 0x5a, LEN);
