@@ -75,6 +75,24 @@ done
 RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
 	"$rdmx" info --peer "10.99.2.1:$port" 2>/dev/null || true
 
+echo "== a registration over RLIMIT_MEMLOCK says the limit and the fix"
+RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/ml-srv 2>&1 &
+sleep 0.5
+mport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/ml-srv)
+# Root may lock any amount (CAP_IPC_LOCK): ask as nobody, with 64 KiB.
+setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
+	"ulimit -l 64; RDMX_TRANSPORT=verbs $rdmx bench $RDMX_RXE_ADDR:$mport -s 1m -n 5" \
+	>/tmp/ml-cli 2>&1
+if grep -q "locked memory is limited to 65536 bytes.*ulimit -l unlimited" /tmp/ml-cli; then
+	echo "verbs.memlock: [ OK ] $(grep -o 'locked memory is limited[^;]*' /tmp/ml-cli)"
+	pass=$((pass + 1))
+else
+	echo "verbs.memlock: [ FAILED ]"
+	cat /tmp/ml-cli
+	fail=$((fail + 1))
+fi
+wait
+
 echo "== perftest beside rdmx bench on rxe0 (TCG: a path check, not a figure)"
 perf() { # tool
 	"$1" -d rxe0 -x 1 -n 500 -s 8 >/tmp/pt-srv 2>&1 &
