@@ -27,11 +27,6 @@ void side_close(struct side *side)
 	assert_int_equal(rdmx_ctx_destroy(side->ctx), RDMX_OK);
 }
 
-bool suite_is_verbs(void)
-{
-	return !strcmp(suite_transport(), "verbs");
-}
-
 double time_scale(void)
 {
 	const char *s = getenv("RDMX_TEST_TIME_SCALE");

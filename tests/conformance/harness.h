@@ -94,17 +94,6 @@ void reap_ok(pid_t pid);
 
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);
-/*
- * Known bug, skipped with its description until fixed (issue 3): over
- * verbs, a SEND posted first by the accepting side to a freshly exec'd
- * peer sometimes waits forever for the peer's first credit (rxe, 6.1,
- * under TCG; passes when slowed down by logging).
- */
-#define VERBS_FIRST_CREDIT_BUG                                                 \
-	"verbs: the accepting side's first SEND to an exec'd peer sometimes "  \
-	"never gets its credit (known bug, issue 3)"
-bool suite_is_verbs(void);
-
 /* Does an error completion end this connection (RDMX_CONN_ERRORS_CLOSE)? */
 bool errors_close(const struct rdmx_conn *conn);
 

@@ -71,8 +71,6 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 	pid_t pid[2];
 
 	(void)state;
-	if (suite_is_verbs())
-		suite_skip(VERBS_FIRST_CREDIT_BUG);
 	side_open(&s);
 	port = side_listen(&s, &lst);
 	buf_alloc(&s, &counter, 64,

@@ -114,6 +114,12 @@ bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd);
 rdmx_status rdmx_verbs_reg_mr(void *priv, struct rdmx_mr *mr, uint32_t *rkey_p);
 void rdmx_verbs_dereg_mr(void *priv, struct rdmx_mr *mr);
 
+/*
+ * Wake the progress thread so it recomputes how long it may sleep: a send
+ * deferred for a credit, or a new connection, raises no event of its own.
+ */
+void rdmx_verbs_wake(struct rdmx_verbs_ctx *v);
+
 /* verbs_conn.c */
 rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,

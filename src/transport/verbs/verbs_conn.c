@@ -353,6 +353,7 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 	c->next = v->conns;
 	v->conns = c;
 	pthread_mutex_unlock(&v->lock);
+	rdmx_verbs_wake(v); /* it may sleep with no timeout: there were none */
 	*conn_p = &c->base;
 	return RDMX_OK;
 

@@ -113,6 +113,15 @@ err_sys:
 	return RDMX_ERR_SYSTEM;
 }
 
+void rdmx_verbs_wake(struct rdmx_verbs_ctx *v)
+{
+	uint64_t one = 1;
+
+	if (v->thread_running &&
+	    write(v->stop_efd, &one, sizeof(one)) != sizeof(one))
+		rdmx_debug("verbs: cannot wake the progress thread: %m");
+}
+
 void rdmx_verbs_close(void *priv)
 {
 	struct rdmx_verbs_ctx *v = priv;

@@ -133,8 +133,13 @@ static void rdmx_verbs_credit_update(struct rdmx_verbs_conn *c)
 		return;
 	mr.tp_mr[RDMX_TRANSPORT_VERBS] = c->credit_mr;
 	*c->credit_out = c->recvs_posted;
-	if (rdmx_verbs_post_hw(c, &wr, true))
+	if (rdmx_verbs_post_hw(c, &wr, true)) {
+		rdmx_debug("verbs: credit update to %s not posted; will retry",
+			   c->base.info.peer_addr);
 		return; /* retried on the next kick */
+	}
+	rdmx_debug("verbs: told %s of %llu RECVs", c->base.info.peer_addr,
+		   (unsigned long long)c->recvs_posted);
 	c->credit_busy = true;
 	c->recvs_told = c->recvs_posted;
 }
@@ -146,8 +151,15 @@ void rdmx_verbs_kick(struct rdmx_verbs_conn *c)
 	/* In order: the head waits for a credit, everything behind it too. */
 	while ((p = c->pend_head) && !c->dead) {
 		if (rdmx_verbs_needs_credit(p->wr.opcode) &&
-		    !rdmx_verbs_have_credit(c))
+		    !rdmx_verbs_have_credit(c)) {
+			rdmx_debug("verbs: SEND to %s waits: peer posted %llu, "
+				   "we used %llu",
+				   c->base.info.peer_addr,
+				   (unsigned long long)__atomic_load_n(
+					   c->credit_in, __ATOMIC_ACQUIRE),
+				   (unsigned long long)c->consumed);
 			break;
+		}
 		if (rdmx_verbs_post_hw(c, &p->wr, false))
 			break;
 		c->pend_head = p->next;
@@ -191,7 +203,9 @@ static rdmx_status rdmx_verbs_defer(struct rdmx_verbs_conn *c,
 	else
 		c->pend_head = p;
 	c->pend_tail = p;
-	c->npending++;
+	/* The credit will come as a remote write: no event wakes the thread. */
+	if (c->npending++ == 0)
+		rdmx_verbs_wake(c->vctx);
 	return RDMX_OK;
 }
 

@@ -67,6 +67,9 @@ static void rdmx_verbs_complete(struct rdmx_verbs_conn *c,
 		rdmx_verbs_flush_pending(c, RDMX_ERR_FLUSHED);
 	}
 	if (rec.internal) { /* a credit update of ours */
+		rdmx_debug("verbs: credit update to %s done: %s",
+			   c->base.info.peer_addr,
+			   ibv_wc_status_str(wc->status));
 		c->credit_busy = false;
 		return;
 	}
