@@ -19,6 +19,7 @@ enum rdmx_config_type {
 	RDMX_CFG_STRING,
 	RDMX_CFG_ENUM, /* one of the '|'-separated words in choices */
 	RDMX_CFG_LOGLEVEL,
+	RDMX_CFG_INDEX, /* "auto" (stored as -1) or a number in bounds */
 };
 
 struct rdmx_config_row {
@@ -74,6 +75,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  "an active port." },
 	{ "verbs.port", "1", RDMX_CFG_UINT, 1, 255, NULL,
 	  RDMX_CFG_FIELD(verbs_port), "Port of the RDMA device." },
+	{ "verbs.gid_index", "auto", RDMX_CFG_INDEX, 0, 65535, NULL,
+	  RDMX_CFG_FIELD(verbs_gid_index),
+	  "Connecting side: the GID to connect from (its IP is the source); "
+	  "auto: the GID of the control connection's address." },
 	{ "verbs.max_inline_data", "64", RDMX_CFG_UINT, 0, 4096, NULL,
 	  RDMX_CFG_FIELD(verbs_max_inline_data),
 	  "SEND and WRITE payloads this small travel inside the work request "
@@ -244,6 +249,17 @@ static rdmx_status rdmx_config_set(const struct rdmx_config_row *row,
 				return RDMX_OK;
 			}
 		return RDMX_ERR_INVALID;
+	case RDMX_CFG_INDEX:
+		if (!strcasecmp(value, "auto")) {
+			*(int *)field = -1;
+			return RDMX_OK;
+		}
+		st = rdmx_config_parse_size(value, &v);
+		if (!st && (v < row->min || v > row->max))
+			st = RDMX_ERR_INVALID;
+		if (!st)
+			*(int *)field = (int)v;
+		return st;
 	}
 	if (st)
 		return st;
@@ -278,7 +294,12 @@ static void rdmx_config_log_bad(const struct rdmx_config_row *row,
 	char env[64];
 
 	rdmx_config_env_name(row->key, env, sizeof(env));
-	if (row->type == RDMX_CFG_ENUM)
+	if (row->type == RDMX_CFG_INDEX)
+		rdmx_error(
+			"invalid value '%s' for %s (%s) in %s: expected auto "
+			"or %" PRIu64 "..%" PRIu64,
+			value, row->key, env, where, row->min, row->max);
+	else if (row->type == RDMX_CFG_ENUM)
 		rdmx_error("invalid value '%s' for %s (%s) in %s: expected %s",
 			   value, row->key, env, where, row->choices);
 	else if (row->max)
@@ -486,6 +507,12 @@ void rdmx_config_describe(const struct rdmx_config *cfg, int i,
 	case RDMX_CFG_LOGLEVEL:
 		snprintf(value, value_len, "%s",
 			 rdmx_log_level_names[*(const int *)field + 1]);
+		break;
+	case RDMX_CFG_INDEX:
+		if (*(const int *)field < 0)
+			snprintf(value, value_len, "auto");
+		else
+			snprintf(value, value_len, "%d", *(const int *)field);
 		break;
 	}
 }

@@ -29,6 +29,7 @@ struct rdmx_config {
 	char verbs_device[RDMX_CONFIG_STR_MAX];
 	uint64_t verbs_port;
 	uint64_t verbs_max_inline_data;
+	int verbs_gid_index; /* -1: auto */
 	uint64_t verbs_request_timeout_ms;
 	uint64_t shm_single_copy_min;
 	bool progress_thread;

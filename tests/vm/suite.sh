@@ -79,6 +79,25 @@ done
 RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
 	"$rdmx" info --peer "10.99.2.1:$port" 2>/dev/null || true
 
+echo "== verbs.gid_index picks the GID; one without an address is refused"
+RDMX_TRANSPORT=verbs "$rdmx" bench :0 >/tmp/g-srv 2>&1 &
+gsrv=$!
+sleep 0.5
+gport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/g-srv)
+if RDMX_VERBS_GID_INDEX=1 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" 2>&1 |
+	tee /tmp/g1 | grep -q "transport verbs: .*gid 1 ::ffff:$RDMX_RXE_ADDR" &&
+	! RDMX_VERBS_GID_INDEX=0 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" \
+		>/tmp/g0 2>&1 && grep -q "carries no IPv4 address" /tmp/g0; then
+	echo "verbs.gid_index: [ OK ] $(cat /tmp/g1)"
+	pass=$((pass + 1))
+else
+	echo "verbs.gid_index: [ FAILED ]"
+	cat /tmp/g1 /tmp/g0 /tmp/g-srv
+	fail=$((fail + 1))
+fi
+kill -TERM $gsrv
+wait $gsrv
+
 echo "== a registration over RLIMIT_MEMLOCK says the limit and the fix"
 RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/ml-srv 2>&1 &
 sleep 0.5

@@ -26,17 +26,25 @@ static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
 				      uint64_t deadline,
 				      struct rdma_cm_id **id_p)
 {
-	struct pollfd pfd = { .fd = c->ech->fd, .events = POLLIN };
+	/* The control socket too: a peer that gives up ends the wait. */
+	struct pollfd pfd[2] = { { .fd = c->ech->fd, .events = POLLIN },
+				 { .fd = c->ctl, .events = POLLRDHUP } };
 	struct rdma_cm_event *ev;
 	uint64_t now = rdmx_now_us();
 	enum rdma_cm_event_type got;
 	int status;
 
 	if (now >= deadline ||
-	    poll(&pfd, 1, (int)((deadline - now) / 1000) + 1) <= 0) {
+	    poll(pfd, 2, (int)((deadline - now) / 1000) + 1) <= 0) {
 		rdmx_error("verbs: no %s from %s in time", rdma_event_str(want),
 			   c->base.info.peer_addr);
 		return RDMX_ERR_TIMEOUT;
+	}
+	if (!(pfd[0].revents & POLLIN)) {
+		rdmx_error("verbs: %s closed the connection while setting up "
+			   "(waiting for %s; see its log)",
+			   c->base.info.peer_addr, rdma_event_str(want));
+		return RDMX_ERR_CONN_LOST;
 	}
 	if (rdma_get_cm_event(c->ech, &ev)) {
 		rdmx_error("verbs: rdma_get_cm_event: %m");
@@ -206,6 +214,46 @@ out:
 	return st;
 }
 
+/*
+ * verbs.gid_index: connect from that GID's address. rdma_cm derives the
+ * GID from the source IP, so the GID must carry one: a RoCE GID mapped from
+ * IPv4. Others (link-local fe80::, IB GIDs) are refused with the reason.
+ */
+static rdmx_status rdmx_verbs_gid_source(struct rdmx_verbs_conn *c,
+					 struct sockaddr_storage *src)
+{
+	static const uint8_t v4[12] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+	};
+	int idx = c->vctx->ctx->cfg.verbs_gid_index;
+	struct sockaddr_in *sin = (struct sockaddr_in *)src;
+	char s[INET6_ADDRSTRLEN] = "?";
+	union ibv_gid gid;
+
+	if (idx < 0)
+		return RDMX_OK;
+	if (ibv_query_gid(c->vctx->dev, (uint8_t)c->vctx->ctx->cfg.verbs_port,
+			  idx, &gid)) {
+		rdmx_error("verbs.gid_index %d: %s has no such GID", idx,
+			   c->vctx->name);
+		return RDMX_ERR_CONFIG;
+	}
+	inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
+	if (memcmp(gid.raw, v4, sizeof(v4))) {
+		rdmx_error(
+			"verbs.gid_index %d of %s is %s, which carries no IPv4 "
+			"address (link-local or IB): rdmx connects only from "
+			"a RoCEv2 GID with an address (rdmx info lists them)",
+			idx, c->vctx->name, s);
+		return RDMX_ERR_CONFIG;
+	}
+	memset(src, 0, sizeof(*src));
+	sin->sin_family = AF_INET;
+	memcpy(&sin->sin_addr, gid.raw + 12, 4);
+	rdmx_info("verbs: connecting from gid %d %s (verbs.gid_index)", idx, s);
+	return RDMX_OK;
+}
+
 /* Connecting side: resolve the peer's address and route, then connect. */
 static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 				      const struct rdmx_verbs_setup *theirs,
@@ -222,6 +270,11 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	getsockname(c->ctl, (struct sockaddr *)&src, &sl);
 	getpeername(c->ctl, (struct sockaddr *)&dst, &dl);
 	((struct sockaddr_in *)&src)->sin_port = 0;
+	st = rdmx_verbs_gid_source(c, &src);
+	if (st) {
+		rdma_destroy_id(id);
+		return st;
+	}
 	((struct sockaddr_in *)&dst)->sin_port =
 		htons((uint16_t)theirs->cm_port);
 	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
