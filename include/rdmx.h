@@ -338,6 +338,17 @@ struct rdmx_wr {
 rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr);
 
 /*
+ * rdmx_post_list - post @n work requests, in order, as rdmx_post() would
+ * one by one, but with one doorbell where the transport has one (verbs:
+ * a single ibv_post_send). It stops at the first request it cannot post:
+ * *posted_p (if not NULL) says how many were posted, each of which will
+ * complete, and the status is that request's (RDMX_ERR_AGAIN: post the
+ * rest later; RDMX_ERR_INVALID: that request is wrong).
+ */
+rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
+			   int n, int *posted_p);
+
+/*
  * rdmx_post_recv - post a buffer for one incoming SEND or WRITE_IMM. The sge
  * memory needs RDMX_ACCESS_LOCAL_WRITE. RECVs are consumed in order; a SEND
  * larger than the buffer completes with RDMX_ERR_LOCAL_LENGTH here and

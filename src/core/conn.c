@@ -222,14 +222,14 @@ static uint64_t rdmx_opcode_cap(enum rdmx_opcode op)
 	}
 }
 
-rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
+/* Everything about @wr that can be checked before it is posted. */
+static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
+				 const struct rdmx_wr *wr)
 {
 	uint64_t cap, total;
 	bool atomic, into_local;
 	rdmx_status st;
 
-	if (!conn || !wr)
-		return RDMX_ERR_INVALID;
 	cap = rdmx_opcode_cap(wr->opcode);
 	if (!cap) {
 		rdmx_error("post: opcode %d is not an initiator operation",
@@ -251,7 +251,39 @@ rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 			   (unsigned long long)wr->remote_addr);
 		return RDMX_ERR_INVALID;
 	}
-	return conn->ops->post_send(conn, wr);
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
+{
+	rdmx_status st;
+
+	if (!conn || !wr)
+		return RDMX_ERR_INVALID;
+	st = rdmx_wr_check(conn, wr);
+	return st ? st : conn->ops->post_send(conn, wr);
+}
+
+rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
+			   int n, int *posted_p)
+{
+	rdmx_status st = RDMX_OK, bad = RDMX_OK;
+	int valid = 0, posted = 0;
+
+	if (!conn || n < 0 || (n && !wrs))
+		return RDMX_ERR_INVALID;
+	/* The good prefix goes; the first bad request stops the list. */
+	while (valid < n && !(bad = rdmx_wr_check(conn, &wrs[valid])))
+		valid++;
+	if (conn->ops->post_list)
+		st = conn->ops->post_list(conn, wrs, valid, &posted);
+	else
+		while (posted < valid &&
+		       !(st = conn->ops->post_send(conn, &wrs[posted])))
+			posted++;
+	if (posted_p)
+		*posted_p = posted;
+	return st ? st : bad;
 }
 
 rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,

@@ -61,6 +61,13 @@ struct rdmx_transport_ops {
 	/* Initiator ops, all opcodes; wr and its sges are already checked. */
 	rdmx_status (*post_send)(struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr);
+	/*
+	 * Optional: post @n checked requests in order with one doorbell;
+	 * sets *posted_p. NULL: core posts them one by one.
+	 */
+	rdmx_status (*post_list)(struct rdmx_conn *conn,
+				 const struct rdmx_wr *wrs, int n,
+				 int *posted_p);
 	rdmx_status (*post_recv)(struct rdmx_conn *conn,
 				 const struct rdmx_sge *sg, int num_sge,
 				 uint64_t wr_id);

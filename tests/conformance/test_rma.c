@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: RDMA WRITE, WRITE-with-immediate and READ, bytes checked. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "harness.h"
@@ -141,6 +142,62 @@ static void test_ops_complete_in_order(void **state)
 	pair_close(&p);
 }
 
+static void test_ops_posted_as_a_list(void **state)
+{
+	enum { N = 40, SZ = 512 }; /* more than one verbs chain of 32 */
+	struct pair p;
+	struct buf src, dst, back;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg[N];
+	struct rdmx_wr wr[N];
+	int posted = -1;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &src, N * SZ, 0);
+	buf_alloc(&p.c, &back, N * SZ, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &dst, N * SZ,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
+	buf_fill(&src, 21);
+	rem = share_remote(&p, &dst);
+	/* Slot i: WRITE it, then (at i + 1) READ the slot written before. */
+	for (int i = 0; i < N; i++) {
+		bool rd = i % 2;
+		size_t slot = (size_t)(rd ? i - 1 : i) * SZ;
+
+		sg[i] = sge_of(rd ? &back : &src, slot, SZ);
+		wr[i] = (struct rdmx_wr){ .wr_id = (uint64_t)i,
+					  .opcode = rd ? RDMX_OP_READ
+						       : RDMX_OP_WRITE,
+					  .sg_list = &sg[i],
+					  .num_sge = 1,
+					  .remote_addr = rem.addr + slot,
+					  .rkey = rem.rkey };
+	}
+	assert_int_equal(rdmx_post_list(p.cconn, wr, N, &posted), RDMX_OK);
+	assert_int_equal(posted, N);
+	for (int i = 0; i < N; i++) {
+		struct rdmx_completion wc = wait_wc(p.c.cq);
+
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_int_equal(wc.wr_id, i);
+	}
+	for (int i = 0; i < N; i += 2)
+		assert_pattern(back.p + (size_t)i * SZ, SZ, 21, (size_t)i * SZ);
+	/* A bad request stops the list: the good prefix is posted. */
+	wr[3].num_sge = RDMX_MAX_SGE + 1;
+	assert_int_equal(rdmx_post_list(p.cconn, wr, 6, &posted),
+			 RDMX_ERR_INVALID);
+	assert_int_equal(posted, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(wait_wc(p.c.cq).wr_id, i);
+	buf_free(&src);
+	buf_free(&back);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -148,6 +205,7 @@ int main(void)
 		cmocka_unit_test(test_read_sizes),
 		cmocka_unit_test(test_write_imm_consumes_recv),
 		cmocka_unit_test(test_ops_complete_in_order),
+		cmocka_unit_test(test_ops_posted_as_a_list),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

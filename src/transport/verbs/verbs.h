@@ -131,6 +131,9 @@ void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st);
 /* verbs_post.c */
 rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr);
+rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,
+				 const struct rdmx_wr *wrs, int n,
+				 int *posted_p);
 rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 				 const struct rdmx_sge *sg, int num_sge,
 				 uint64_t wr_id);

@@ -14,6 +14,7 @@ const struct rdmx_transport_ops rdmx_verbs_ops = {
 	.conn_create = rdmx_verbs_conn_create,
 	.conn_close = rdmx_verbs_conn_close,
 	.post_send = rdmx_verbs_post_send,
+	.post_list = rdmx_verbs_post_list,
 	.post_recv = rdmx_verbs_post_recv,
 	.progress = rdmx_verbs_progress,
 	.progress_fd = rdmx_verbs_progress_fd,

@@ -23,6 +23,12 @@ static void rdmx_verbs_ring_unpush(struct rdmx_verbs_ring *r)
 	r->count--;
 }
 
+/* Credits the peer granted that we have not used. */
+static uint64_t rdmx_verbs_credits_left(const struct rdmx_verbs_conn *c)
+{
+	return __atomic_load_n(c->credit_in, __ATOMIC_ACQUIRE) - c->consumed;
+}
+
 static bool rdmx_verbs_needs_credit(enum rdmx_opcode op)
 {
 	return op == RDMX_OP_SEND || op == RDMX_OP_WRITE_IMM;
@@ -43,18 +49,22 @@ static rdmx_status rdmx_verbs_errno(const struct rdmx_verbs_conn *c, int rc)
 	return RDMX_ERR_SYSTEM;
 }
 
-/* Give one work request to the NIC. Lock held. */
-static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
-				      const struct rdmx_wr *wr, bool internal)
+/*
+ * Fill @w (and @sge) for one work request and push its record; the caller
+ * posts it. Lock held.
+ */
+static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
+				   const struct rdmx_wr *wr, bool internal,
+				   struct ibv_send_wr *w, struct ibv_sge *sge)
 {
-	struct ibv_sge sge[RDMX_MAX_SGE];
-	struct ibv_send_wr w = { .sg_list = sge,
-				 .send_flags = IBV_SEND_SIGNALED },
-			   *bad;
 	struct rdmx_verbs_rec rec = { .wr_id = wr->wr_id,
 				      .opcode = wr->opcode,
 				      .internal = internal };
-	int n = 0, rc;
+	int n = 0;
+
+	memset(w, 0, sizeof(*w));
+	w->sg_list = sge;
+	w->send_flags = IBV_SEND_SIGNALED;
 
 	for (int i = 0; i < wr->num_sge; i++) {
 		struct ibv_mr *imr;
@@ -67,47 +77,62 @@ static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
 		sge[n++].lkey = imr ? imr->lkey : 0;
 		rec.len += wr->sg_list[i].length;
 	}
-	w.num_sge = n;
+	w->num_sge = n;
 	switch (wr->opcode) {
 	case RDMX_OP_SEND:
-		w.opcode = IBV_WR_SEND;
+		w->opcode = IBV_WR_SEND;
 		break;
 	case RDMX_OP_WRITE:
-		w.opcode = IBV_WR_RDMA_WRITE;
+		w->opcode = IBV_WR_RDMA_WRITE;
 		break;
 	case RDMX_OP_WRITE_IMM:
-		w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-		w.imm_data = htonl(wr->imm);
+		w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		w->imm_data = htonl(wr->imm);
 		break;
 	case RDMX_OP_READ:
-		w.opcode = IBV_WR_RDMA_READ;
+		w->opcode = IBV_WR_RDMA_READ;
 		break;
 	case RDMX_OP_FETCH_ADD:
-		w.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+		w->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
 		break;
 	case RDMX_OP_CMP_SWAP:
-		w.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+		w->opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
 		break;
 	default:
 		return RDMX_ERR_INVALID;
 	}
 	if (wr->opcode == RDMX_OP_FETCH_ADD || wr->opcode == RDMX_OP_CMP_SWAP) {
-		w.wr.atomic.remote_addr = wr->remote_addr;
-		w.wr.atomic.rkey = wr->rkey;
-		w.wr.atomic.compare_add = wr->compare_add;
-		w.wr.atomic.swap = wr->swap;
+		w->wr.atomic.remote_addr = wr->remote_addr;
+		w->wr.atomic.rkey = wr->rkey;
+		w->wr.atomic.compare_add = wr->compare_add;
+		w->wr.atomic.swap = wr->swap;
 	} else {
-		w.wr.rdma.remote_addr = wr->remote_addr;
-		w.wr.rdma.rkey = wr->rkey;
+		w->wr.rdma.remote_addr = wr->remote_addr;
+		w->wr.rdma.rkey = wr->rkey;
 	}
 	/* Small payloads ride in the work request itself. */
 	if (rec.len && rec.len <= c->max_inline && wr->opcode != RDMX_OP_READ &&
-	    w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
-	    w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP)
-		w.send_flags |= IBV_SEND_INLINE;
+	    w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
+	    w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP)
+		w->send_flags |= IBV_SEND_INLINE;
 	if (!c->sq.count)
 		c->busy_since = rdmx_now_us();
-	w.wr_id = rdmx_verbs_ring_push(&c->sq, &rec);
+	w->wr_id = rdmx_verbs_ring_push(&c->sq, &rec);
+	return RDMX_OK;
+}
+
+/* Give one work request to the NIC. Lock held. */
+static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
+				      const struct rdmx_wr *wr, bool internal)
+{
+	struct ibv_sge sge[RDMX_MAX_SGE];
+	struct ibv_send_wr w, *bad;
+	rdmx_status st;
+	int rc;
+
+	st = rdmx_verbs_fill(c, wr, internal, &w, sge);
+	if (st)
+		return st;
 	rc = ibv_post_send(c->id->qp, &w, &bad);
 	if (rc) {
 		rdmx_verbs_ring_unpush(&c->sq);
@@ -209,6 +234,20 @@ static rdmx_status rdmx_verbs_defer(struct rdmx_verbs_conn *c,
 	return RDMX_OK;
 }
 
+/* One user request: to the NIC, or in order behind a credit. Lock held. */
+static rdmx_status rdmx_verbs_post_one(struct rdmx_verbs_conn *c,
+				       const struct rdmx_wr *wr)
+{
+	if (c->dead)
+		return RDMX_ERR_CONN_LOST;
+	if (c->sq.count + c->npending + 2 > c->sq.size)
+		return RDMX_ERR_AGAIN; /* two slots stay for credit updates */
+	if (c->npending ||
+	    (rdmx_verbs_needs_credit(wr->opcode) && !rdmx_verbs_have_credit(c)))
+		return rdmx_verbs_defer(c, wr);
+	return rdmx_verbs_post_hw(c, wr, false);
+}
+
 rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr)
 {
@@ -216,16 +255,76 @@ rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
 	rdmx_status st;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->dead)
-		st = RDMX_ERR_CONN_LOST;
-	else if (c->sq.count + c->npending + 2 > c->sq.size)
-		st = RDMX_ERR_AGAIN; /* two slots stay for credit updates */
-	else if (c->npending || (rdmx_verbs_needs_credit(wr->opcode) &&
-				 !rdmx_verbs_have_credit(c)))
-		st = rdmx_verbs_defer(c, wr);
-	else
-		st = rdmx_verbs_post_hw(c, wr, false);
+	st = rdmx_verbs_post_one(c, wr);
 	pthread_mutex_unlock(&c->lock);
+	return st;
+}
+
+#define RDMX_VERBS_LIST_MAX 32
+
+/*
+ * Up to RDMX_VERBS_LIST_MAX requests as one chain: one ibv_post_send, one
+ * doorbell. The caller checked room and credits. Returns how many the NIC
+ * took (all, or those before the one it refused: *st_p says why).
+ */
+static int rdmx_verbs_post_chain(struct rdmx_verbs_conn *c,
+				 const struct rdmx_wr *wrs, int n,
+				 rdmx_status *st_p)
+{
+	struct ibv_sge sge[RDMX_VERBS_LIST_MAX][RDMX_MAX_SGE];
+	struct ibv_send_wr w[RDMX_VERBS_LIST_MAX], *bad = NULL;
+	int filled = 0, took, rc;
+
+	for (; filled < n; filled++) {
+		*st_p = rdmx_verbs_fill(c, &wrs[filled], false, &w[filled],
+					sge[filled]);
+		if (*st_p)
+			break;
+		if (filled)
+			w[filled - 1].next = &w[filled];
+	}
+	rc = filled ? ibv_post_send(c->id->qp, w, &bad) : 0;
+	took = rc ? (int)(bad - w) : filled;
+	for (int i = took; i < filled; i++)
+		rdmx_verbs_ring_unpush(&c->sq);
+	for (int i = 0; i < took; i++)
+		if (rdmx_verbs_needs_credit(wrs[i].opcode))
+			c->consumed++;
+	if (rc)
+		*st_p = rdmx_verbs_errno(c, rc);
+	return took;
+}
+
+rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,
+				 const struct rdmx_wr *wrs, int n,
+				 int *posted_p)
+{
+	struct rdmx_verbs_conn *c = to_verbs_conn(conn);
+	rdmx_status st = RDMX_OK;
+	uint64_t need = 0;
+	int done = 0;
+
+	for (int i = 0; i < n; i++)
+		need += rdmx_verbs_needs_credit(wrs[i].opcode);
+	pthread_mutex_lock(&c->lock);
+	/* Room and credits for all, nothing queued ahead: chains. */
+	if (!c->dead && !c->npending &&
+	    c->sq.count + (uint32_t)n + 2 <= c->sq.size &&
+	    rdmx_verbs_credits_left(c) >= need) {
+		while (done < n && !st) {
+			int k = n - done < RDMX_VERBS_LIST_MAX
+					? n - done
+					: RDMX_VERBS_LIST_MAX;
+
+			done += rdmx_verbs_post_chain(c, wrs + done, k, &st);
+		}
+	} else {
+		/* Else one by one, keeping order behind waiting ones. */
+		while (done < n && !(st = rdmx_verbs_post_one(c, &wrs[done])))
+			done++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*posted_p = done;
 	return st;
 }
 
