@@ -282,6 +282,16 @@ enum {
 	 * shm), the connection goes on after a refused operation.
 	 */
 	RDMX_CONN_ERRORS_CLOSE = 1 << 0,
+	/* Fetch-and-add and compare-and-swap work (not on siw, for one). */
+	RDMX_CONN_ATOMICS = 1 << 1,
+	/*
+	 * SEND and WRITE complete once sent, not once placed (iWARP): a
+	 * refusal at the target (rkey, bounds, a too-small RECV) ends the
+	 * connection (a Terminate) instead of failing that request; work
+	 * then completes with RDMX_ERR_CONN_LOST. A READ learns of its own
+	 * refusal either as RDMX_ERR_REMOTE_ACCESS or as that end.
+	 */
+	RDMX_CONN_COMPLETES_LOCALLY = 1 << 2,
 };
 
 struct rdmx_conn_info {

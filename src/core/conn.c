@@ -91,6 +91,8 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 	if (st)
 		return st;
 	info.flags = conn->info.flags; /* the transport's */
+	if (conn->caps & RDMX_CAP_ATOMIC)
+		info.flags |= RDMX_CONN_ATOMICS;
 	if (conn->info.reason[0]) { /* the transport's detail, e.g. the GID */
 		size_t n = strlen(info.reason);
 

@@ -35,6 +35,14 @@ double time_scale(void)
 	return v >= 1.0 ? v : 1.0;
 }
 
+bool conn_has(const struct rdmx_conn *conn, unsigned flags)
+{
+	struct rdmx_conn_info info;
+
+	rdmx_conn_info(conn, &info);
+	return (info.flags & flags) == flags;
+}
+
 bool errors_close(const struct rdmx_conn *conn)
 {
 	struct rdmx_conn_info info;

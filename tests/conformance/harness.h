@@ -96,6 +96,8 @@ void reap_ok(pid_t pid);
 const char *suite_transport(void);
 /* Does an error completion end this connection (RDMX_CONN_ERRORS_CLOSE)? */
 bool errors_close(const struct rdmx_conn *conn);
+/* rdmx_conn_info(conn).flags has all of @flags. */
+bool conn_has(const struct rdmx_conn *conn, unsigned flags);
 
 /* The address to listen and connect on (RDMX_TEST_ADDR, else 127.0.0.1):
  * rdma_cm cannot use loopback, so the verbs suite names a device's. */

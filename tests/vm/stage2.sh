@@ -16,8 +16,7 @@ netdev() { # name addr
 }
 netdev sr0 10.99.0.1
 rdma link add rxe0 type rxe netdev sr0 || echo "[vm] rxe0: rdma link add failed"
-if [ -n "$(find /lib/modules/"$kver" -name 'siw.ko*' 2>/dev/null)" ] ||
-	[ -d /sys/module/siw ]; then
+if [ -d /sys/module/siw ]; then
 	netdev sr1 10.99.1.1
 	rdma link add siw0 type siw netdev sr1 && export RDMX_SIW_ADDR=10.99.1.1
 fi

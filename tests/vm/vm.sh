@@ -19,8 +19,8 @@ DIR=${RDMX_VM_DIR:-/var/tmp/rdmx-vm}
 TIMEOUT=${RDMX_VM_TIMEOUT:-1200}
 PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd binutils iproute2
       rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
-MODS="rdma_rxe siw rdma_ucm crc32_generic 9pnet_virtio 9p overlay dummy veth
-      virtio_pci"
+MODS="rdma_rxe siw rdma_ucm crc32_generic libcrc32c crc32c_generic
+      9pnet_virtio 9p overlay dummy veth virtio_pci"
 
 say() { echo "[vm] $*" >&2; }
 
@@ -44,8 +44,9 @@ install_pkgs() {
 		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
 }
 
-# The kernel package behind linux-image-amd64 (6.1 on Debian 12: rxe; its
-# Soft-iWARP is not built, CONFIG_RDMA_SIW unset, as in Debian's 6.12).
+# The kernel package behind linux-image-amd64 (6.1 on Debian 12). It has
+# rxe but not Soft-iWARP (CONFIG_RDMA_SIW unset, as in Debian's 6.12):
+# build_siw makes siw.ko from Debian's own source of that kernel.
 kernel_pkg() {
 	apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2; exit}'
 }
@@ -83,8 +84,31 @@ extract_vmlinux() {
 	return 1
 }
 
+# siw.ko for kernel @kver, from Debian's linux-source and linux-headers of
+# the same version, unless the kernel ships it. Prints its path, or nothing.
+build_siw() {
+	local kdir=$1 kver=$2 out=$DIR/siw/$kver src hdr
+	if [ -n "$(find "$kdir/lib/modules/$kver" -name 'siw.ko*' | head -1)" ]; then
+		return 0
+	fi
+	[ -f "$out/siw.ko" ] && { echo "$out/siw.ko"; return 0; }
+	src="linux-source-$(echo "$kver" | cut -d. -f1-2)"
+	hdr="linux-headers-$kver"
+	say "building siw.ko from $src and $hdr"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq --no-install-recommends "$src" "$hdr" >/dev/null 2>&1 ||
+		{ say "cannot install $src $hdr: no siw"; return 0; }
+	rm -rf "$out" && mkdir -p "$out"
+	tar -xJf "/usr/src/$src.tar.xz" -C "$out" --strip-components=5 \
+		"$src/drivers/infiniband/sw/siw" &&
+		make -s -C "/usr/src/$hdr" M="$out" CONFIG_RDMA_SIW=m modules \
+			>"$out/build.log" 2>&1 ||
+		{ say "siw.ko did not build (see $out/build.log): no siw"; return 0; }
+	echo "$out/siw.ko"
+}
+
 build_initramfs() {
-	local kdir=$1 kver=$2 out=$3 root m name
+	local kdir=$1 kver=$2 out=$3 siw=$4 root m name
 	root=$(mktemp -d)
 	mkdir -p "$root"/{bin,proc,sys,dev,lower,ov,newroot,mod}
 	cp /bin/busybox "$root/bin/busybox"
@@ -105,6 +129,10 @@ build_initramfs() {
 		esac
 		echo "$name" >>"$root/modules.list"
 	done
+	if [ -n "$siw" ]; then # after its dependencies, loaded above
+		cp "$siw" "$root/mod/siw.ko"
+		echo siw.ko >>"$root/modules.list"
+	fi
 	cp "$HERE/init.sh" "$root/init"
 	chmod +x "$root/init"
 	echo "$kver" >"$root/kver"
@@ -113,7 +141,7 @@ build_initramfs() {
 }
 
 prepare() {
-	local pkg kdir kver
+	local pkg kdir kver siw
 	check >/dev/null || { say "cannot prepare: $(check)"; return 1; }
 	install_pkgs
 	pkg=$(kernel_pkg)
@@ -123,9 +151,11 @@ prepare() {
 		extract_vmlinux "$kdir/boot/vmlinuz-$kver" "$DIR/vmlinux" ||
 			{ say "no vmlinux in $kdir"; return 1; }
 	fi
+	siw=$(build_siw "$kdir" "$kver")
 	if [ ! -f "$DIR/initramfs.gz" ] || [ "$HERE/init.sh" -nt "$DIR/initramfs.gz" ] ||
-		[ "$kdir/.done" -nt "$DIR/initramfs.gz" ]; then
-		build_initramfs "$kdir" "$kver" "$DIR/initramfs.gz"
+		[ "$kdir/.done" -nt "$DIR/initramfs.gz" ] ||
+		{ [ -n "$siw" ] && [ "$siw" -nt "$DIR/initramfs.gz" ]; }; then
+		build_initramfs "$kdir" "$kver" "$DIR/initramfs.gz" "$siw"
 	fi
 	say "guest ready: $pkg"
 }

@@ -182,11 +182,22 @@ static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
 		return RDMX_ERR_SYSTEM;
 	getsockname(c->ctl, (struct sockaddr *)&ss, &sl);
 	((struct sockaddr_in *)&ss)->sin_port = 0;
-	if (rdma_bind_addr(lid, (struct sockaddr *)&ss) ||
-	    rdma_listen(lid, 1)) {
-		rdmx_error("verbs: rdma_cm cannot listen on %s: %m",
-			   c->base.info.local_addr);
-		goto out;
+	/*
+	 * On iWARP the listener is a real TCP socket: the port rdma_cm picks
+	 * may already be a TCP connection's (seen with 64 connections on
+	 * siw), so a fresh id tries another.
+	 */
+	for (int tries = 1;
+	     rdma_bind_addr(lid, (struct sockaddr *)&ss) || rdma_listen(lid, 1);
+	     tries++) {
+		if (errno != EADDRINUSE || tries == 8) {
+			rdmx_error("verbs: rdma_cm cannot listen on %s: %m",
+				   c->base.info.local_addr);
+			goto out;
+		}
+		rdma_destroy_id(lid);
+		if (rdma_create_id(c->ech, &lid, c, RDMA_PS_TCP))
+			return RDMX_ERR_SYSTEM;
 	}
 	mine->cm_port = ntohs(rdma_get_src_port(lid));
 	st = RDMX_OK;
@@ -366,9 +377,14 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 	rdmx_conn_init(&c->base, v->ctx, &rdmx_verbs_ops, attr);
 	if (v->attr.atomic_cap == IBV_ATOMIC_NONE)
 		c->base.caps &= ~(uint64_t)RDMX_CAP_ATOMIC;
+	/* iWARP: no immediate data with WRITE, and local completion. */
+	if (v->dev->device->transport_type == IBV_TRANSPORT_IWARP) {
+		c->base.caps &= ~(uint64_t)RDMX_CAP_WRITE_IMM;
+		c->base.info.flags |= RDMX_CONN_COMPLETES_LOCALLY;
+	}
 	c->vctx = v;
 	c->ctl = fd;
-	c->base.info.flags = RDMX_CONN_ERRORS_CLOSE;
+	c->base.info.flags |= RDMX_CONN_ERRORS_CLOSE;
 	pthread_mutex_init(&c->lock, NULL);
 	rdmx_sock_name(fd, false, c->base.info.local_addr,
 		       sizeof(c->base.info.local_addr));

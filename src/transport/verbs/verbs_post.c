@@ -42,6 +42,8 @@ static bool rdmx_verbs_have_credit(const struct rdmx_verbs_conn *c)
 
 static rdmx_status rdmx_verbs_errno(const struct rdmx_verbs_conn *c, int rc)
 {
+	if (rc < 0) /* some providers (siw) return -errno */
+		rc = -rc;
 	if (rc == ENOMEM)
 		return RDMX_ERR_AGAIN;
 	errno = rc;

@@ -25,10 +25,13 @@ static rdmx_status rdmx_verbs_status(const struct rdmx_verbs_conn *c,
 	case IBV_WC_SUCCESS:
 		return RDMX_OK;
 	case IBV_WC_WR_FLUSH_ERR:
-		return c->dead ? c->flush_status : RDMX_ERR_FLUSHED;
+		/* Not flushed by us (close, an earlier error): the connection
+		 * ended under us (siw: the peer's Terminate, or TCP gone). */
+		return c->dead ? c->flush_status : RDMX_ERR_CONN_LOST;
 	case IBV_WC_LOC_LEN_ERR:
-	case IBV_WC_LOC_QP_OP_ERR:
 		return recv ? RDMX_ERR_LOCAL_LENGTH : RDMX_ERR_INVALID;
+	case IBV_WC_LOC_QP_OP_ERR: /* rxe: RECV too small; siw: link broke */
+		return recv ? RDMX_ERR_LOCAL_LENGTH : RDMX_ERR_CONN_LOST;
 	case IBV_WC_REM_INV_REQ_ERR:
 	case IBV_WC_REM_OP_ERR:
 		if (recv)
@@ -63,8 +66,10 @@ static void rdmx_verbs_complete(struct rdmx_verbs_conn *c,
 			  ibv_wc_status_str(wc->status), c->vctx->name,
 			  c->base.info.peer_addr, wc->vendor_err);
 		c->dead = true;
-		c->flush_status = RDMX_ERR_FLUSHED;
-		rdmx_verbs_flush_pending(c, RDMX_ERR_FLUSHED);
+		c->flush_status = out.status == RDMX_ERR_CONN_LOST
+					  ? RDMX_ERR_CONN_LOST
+					  : RDMX_ERR_FLUSHED;
+		rdmx_verbs_flush_pending(c, c->flush_status);
 	}
 	if (rec.internal) { /* a credit update of ours */
 		rdmx_debug("verbs: credit update to %s done: %s",
