@@ -332,11 +332,27 @@ struct rdmx_wr {
 	uint32_t rkey; /* one-sided ops */
 	uint64_t compare_add; /* FETCH_ADD: add; CMP_SWAP: compare */
 	uint64_t swap; /* CMP_SWAP */
+	unsigned flags; /* RDMX_WR_* */
+};
+
+enum {
+	/*
+	 * Selective signaling: no completion if the request succeeds. A
+	 * failed one still completes with its error. Requests complete in
+	 * order, so the completion of a later signaled request says every
+	 * unsignaled one before it succeeded; until then they hold send
+	 * queue slots, so signal one request in every few (rdmx_post returns
+	 * RDMX_ERR_AGAIN when unsignaled ones fill the queue). Unsignaled
+	 * requests still outstanding when the connection ends may or may
+	 * not complete with RDMX_ERR_FLUSHED or RDMX_ERR_CONN_LOST.
+	 */
+	RDMX_WR_UNSIGNALED = 1 << 0,
 };
 
 /*
  * rdmx_post - post one initiator work request; it completes later in the
- * connection's cq. Returns RDMX_OK (exactly one completion will follow),
+ * connection's cq. Returns RDMX_OK (exactly one completion will follow,
+ * unless RDMX_WR_UNSIGNALED says otherwise),
  * RDMX_ERR_AGAIN (send queue full: poll, then retry), RDMX_ERR_INVALID
  * (bad sge, opcode or alignment; logged), RDMX_ERR_UNSUPPORTED, or
  * RDMX_ERR_CONN_LOST (the connection is dead; nothing was posted).

@@ -232,6 +232,10 @@ static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 	bool atomic, into_local;
 	rdmx_status st;
 
+	if (wr->flags & ~(unsigned)RDMX_WR_UNSIGNALED) {
+		rdmx_error("post: unknown flags 0x%x", wr->flags);
+		return RDMX_ERR_INVALID;
+	}
 	cap = rdmx_opcode_cap(wr->opcode);
 	if (!cap) {
 		rdmx_error("post: opcode %d is not an initiator operation",

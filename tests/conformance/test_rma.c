@@ -208,6 +208,69 @@ static void test_ops_posted_as_a_list(void **state)
 	pair_close(&p);
 }
 
+/* Selective signaling: only signaled requests complete, unless one fails. */
+static void test_unsignaled_requests(void **state)
+{
+	enum { N = 32, EVERY = 8, SZ = 256 };
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	struct rdmx_completion wc;
+	struct rdmx_wr wr;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &src, N * SZ, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &dst, N * SZ,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	buf_fill(&src, 33);
+	rem = share_remote(&p, &dst);
+	for (int i = 0; i < N; i++) {
+		sg = sge_of(&src, (size_t)i * SZ, SZ);
+		wr = (struct rdmx_wr){
+			.wr_id = (uint64_t)i,
+			.opcode = RDMX_OP_WRITE,
+			.sg_list = &sg,
+			.num_sge = 1,
+			.remote_addr = rem.addr + (uint64_t)i * SZ,
+			.rkey = rem.rkey,
+			.flags = i % EVERY == EVERY - 1 ? 0
+							: RDMX_WR_UNSIGNALED,
+		};
+		assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	}
+	/* One completion per signaled request; it covers those before. */
+	for (int i = EVERY - 1; i < N; i += EVERY) {
+		wc = expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+		assert_int_equal(wc.wr_id, i);
+	}
+	assert_pattern(dst.p, N * SZ, 33, 0);
+	assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
+	/* An unknown flag is refused. */
+	wr.flags = 1u << 7;
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_ERR_INVALID);
+	/* A failed unsignaled request completes with its error. */
+	sg = sge_of(&src, 0, SZ);
+	wr = (struct rdmx_wr){ .wr_id = 99,
+			       .opcode = RDMX_OP_READ,
+			       .sg_list = &sg,
+			       .num_sge = 1,
+			       .remote_addr = rem.addr,
+			       .rkey = rem.rkey ^ 0x80000001u,
+			       .flags = RDMX_WR_UNSIGNALED };
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	wc = wait_wc(p.c.cq);
+	assert_int_equal(wc.wr_id, 99);
+	assert_int_equal(wc.opcode, RDMX_OP_READ);
+	if (!(wc.status == RDMX_ERR_CONN_LOST &&
+	      conn_has(p.cconn, RDMX_CONN_COMPLETES_LOCALLY)))
+		assert_int_equal(wc.status, RDMX_ERR_REMOTE_ACCESS);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_write_imm_consumes_recv),
 		cmocka_unit_test(test_ops_complete_in_order),
 		cmocka_unit_test(test_ops_posted_as_a_list),
+		cmocka_unit_test(test_unsignaled_requests),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

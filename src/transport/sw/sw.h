@@ -105,6 +105,7 @@ struct rdmx_sw_op {
 	bool in_q; /* in sq or inflight */
 	bool in_tx; /* in the transmit queue */
 	bool needs_credit; /* SEND, WRITE_IMM */
+	bool unsignaled; /* RDMX_WR_UNSIGNALED: no completion on success */
 	/* requests */
 	uint64_t wr_id;
 	enum rdmx_opcode opcode;

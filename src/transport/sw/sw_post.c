@@ -236,6 +236,7 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 	op->nlocal = payload ? 0 : wr->num_sge;
 	op->wr_id = wr->wr_id;
 	op->opcode = wr->opcode;
+	op->unsignaled = wr->flags & RDMX_WR_UNSIGNALED;
 	op->len = (uint32_t)total;
 	op->h.addr = wr->remote_addr;
 	op->h.rkey = wr->rkey;

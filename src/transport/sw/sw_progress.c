@@ -127,7 +127,9 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 	if (!c->inflight.head)
 		c->inflight.tail = NULL;
 	c->outstanding--;
-	rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len, 0);
+	if (st || !op->unsignaled)
+		rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len,
+				 0);
 	op->in_q = false;
 	rdmx_sw_op_drop(op);
 }

@@ -53,6 +53,11 @@ struct rdmx_verbs_rec {
 	enum rdmx_opcode opcode;
 	uint32_t len;
 	bool internal; /* a credit update: not the user's */
+	bool signaled; /* the NIC reports it (else only if it fails) */
+	bool report; /* the user wants its completion (not RDMX_WR_UNSIGNALED)
+		      */
+	bool done; /* send queue: finished, waiting for those before it */
+	rdmx_status status; /* when done */
 };
 
 /* A work request waiting for a credit, copied with its sges. */
@@ -69,6 +74,7 @@ struct rdmx_verbs_pending {
 struct rdmx_verbs_ring {
 	struct rdmx_verbs_rec *rec;
 	uint32_t size, head, count;
+	uint32_t signaled; /* how many of count will have a completion */
 };
 
 struct rdmx_verbs_conn {

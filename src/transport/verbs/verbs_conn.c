@@ -460,13 +460,16 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn)
 
 	pthread_mutex_lock(&c->lock);
 	rdmx_verbs_conn_fail(c, RDMX_ERR_FLUSHED);
-	/* The NIC flushes everything posted; collect it for the cq. */
-	while ((c->sq.count || c->rq.count) && rdmx_now_us() < deadline)
+	/*
+	 * The NIC flushes everything posted; collect it for the cq. An
+	 * unsignaled request it already did has no completion to collect.
+	 */
+	while ((c->sq.signaled || c->rq.count) && rdmx_now_us() < deadline)
 		rdmx_verbs_poll_conn(c);
-	if (c->sq.count || c->rq.count)
+	if (c->sq.signaled || c->rq.count)
 		rdmx_error("verbs: %u send and %u receive requests never "
 			   "flushed on close",
-			   c->sq.count, c->rq.count);
+			   c->sq.signaled, c->rq.count);
 	pthread_mutex_unlock(&c->lock);
 	rdma_disconnect(c->id);
 	rdmx_verbs_conn_free(c);

@@ -14,6 +14,7 @@ static uint32_t rdmx_verbs_ring_push(struct rdmx_verbs_ring *r,
 
 	r->rec[slot] = *rec;
 	r->count++;
+	r->signaled += rec->signaled;
 	return slot;
 }
 
@@ -21,6 +22,7 @@ static uint32_t rdmx_verbs_ring_push(struct rdmx_verbs_ring *r,
 static void rdmx_verbs_ring_unpush(struct rdmx_verbs_ring *r)
 {
 	r->count--;
+	r->signaled -= r->rec[(r->head + r->count) % r->size].signaled;
 }
 
 /* Credits the peer granted that we have not used. */
@@ -59,14 +61,21 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 				   const struct rdmx_wr *wr, bool internal,
 				   struct ibv_send_wr *w, struct ibv_sge *sge)
 {
-	struct rdmx_verbs_rec rec = { .wr_id = wr->wr_id,
-				      .opcode = wr->opcode,
-				      .internal = internal };
+	struct rdmx_verbs_rec rec = {
+		.wr_id = wr->wr_id,
+		.opcode = wr->opcode,
+		.internal = internal,
+		.report = !(wr->flags & RDMX_WR_UNSIGNALED),
+	};
 	int n = 0;
 
 	memset(w, 0, sizeof(*w));
 	w->sg_list = sge;
-	w->send_flags = IBV_SEND_SIGNALED;
+	/* A READ or an atomic is done only once answered: always reported. */
+	rec.signaled = internal || rec.report || wr->opcode == RDMX_OP_READ ||
+		       wr->opcode == RDMX_OP_FETCH_ADD ||
+		       wr->opcode == RDMX_OP_CMP_SWAP;
+	w->send_flags = rec.signaled ? IBV_SEND_SIGNALED : 0;
 
 	for (int i = 0; i < wr->num_sge; i++) {
 		struct ibv_mr *imr;
@@ -117,7 +126,7 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 	    w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
 	    w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP)
 		w->send_flags |= IBV_SEND_INLINE;
-	if (!c->sq.count)
+	if (rec.signaled && !c->sq.signaled) /* the watchdog's clock starts */
 		c->busy_since = rdmx_now_us();
 	w->wr_id = rdmx_verbs_ring_push(&c->sq, &rec);
 	return RDMX_OK;
@@ -335,7 +344,10 @@ rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 				 uint64_t wr_id)
 {
 	struct rdmx_verbs_conn *c = to_verbs_conn(conn);
-	struct rdmx_verbs_rec rec = { .wr_id = wr_id, .opcode = RDMX_OP_RECV };
+	struct rdmx_verbs_rec rec = { .wr_id = wr_id,
+				      .opcode = RDMX_OP_RECV,
+				      .signaled = true,
+				      .report = true };
 	struct ibv_sge sge[RDMX_MAX_SGE];
 	struct ibv_recv_wr w = { .sg_list = sge }, *bad;
 	rdmx_status st = RDMX_OK;

@@ -48,50 +48,89 @@ static rdmx_status rdmx_verbs_status(const struct rdmx_verbs_conn *c,
 	}
 }
 
-static void rdmx_verbs_complete(struct rdmx_verbs_conn *c,
-				const struct ibv_wc *wc)
+/* A completion the NIC reported ends the connection: all behind it flushes. */
+static void rdmx_verbs_failed(struct rdmx_verbs_conn *c,
+			      const struct ibv_wc *wc, rdmx_status st)
 {
-	bool recv = wc->wr_id & RDMX_VERBS_RQ_TAG;
-	struct rdmx_verbs_ring *r = recv ? &c->rq : &c->sq;
+	if (wc->status == IBV_WC_SUCCESS || c->dead)
+		return;
+	rdmx_info("verbs: %s on %s to %s (vendor error 0x%x)",
+		  ibv_wc_status_str(wc->status), c->vctx->name,
+		  c->base.info.peer_addr, wc->vendor_err);
+	c->dead = true;
+	c->flush_status = st == RDMX_ERR_CONN_LOST ? RDMX_ERR_CONN_LOST
+						   : RDMX_ERR_FLUSHED;
+	rdmx_verbs_flush_pending(c, c->flush_status);
+}
+
+static void rdmx_verbs_complete_recv(struct rdmx_verbs_conn *c,
+				     const struct ibv_wc *wc)
+{
+	struct rdmx_verbs_ring *r = &c->rq;
 	struct rdmx_verbs_rec rec = r->rec[r->head];
-	struct rdmx_completion out = { .wr_id = rec.wr_id, .conn = &c->base };
+	struct rdmx_completion out = { .wr_id = rec.wr_id,
+				       .conn = &c->base,
+				       .opcode = rec.opcode,
+				       .byte_len = wc->byte_len };
 
 	r->head = (r->head + 1) % r->size;
 	r->count--;
-	c->busy_since = rdmx_now_us();
-	out.status = rdmx_verbs_status(c, wc, recv, rec.opcode);
-	if (wc->status != IBV_WC_SUCCESS && !c->dead) {
-		/* The QP is in error now: all behind this one flushes. */
-		rdmx_info("verbs: %s on %s to %s (vendor error 0x%x)",
-			  ibv_wc_status_str(wc->status), c->vctx->name,
-			  c->base.info.peer_addr, wc->vendor_err);
-		c->dead = true;
-		c->flush_status = out.status == RDMX_ERR_CONN_LOST
-					  ? RDMX_ERR_CONN_LOST
-					  : RDMX_ERR_FLUSHED;
-		rdmx_verbs_flush_pending(c, c->flush_status);
-	}
-	if (rec.internal) { /* a credit update of ours */
-		rdmx_debug("verbs: credit update to %s done: %s",
-			   c->base.info.peer_addr,
-			   ibv_wc_status_str(wc->status));
-		c->credit_busy = false;
-		return;
-	}
-	out.opcode = rec.opcode;
-	out.byte_len = rec.len;
-	if (recv) {
-		out.byte_len = wc->byte_len;
-		if (!out.status && wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-			out.opcode = RDMX_OP_RECV_IMM;
-		if (wc->wc_flags & IBV_WC_WITH_IMM)
-			out.imm = ntohl(wc->imm_data);
-	}
-	if (out.status)
-		out.byte_len = recv && out.status == RDMX_ERR_LOCAL_LENGTH
-				       ? wc->byte_len
-				       : 0;
+	r->signaled--;
+	out.status = rdmx_verbs_status(c, wc, true, rec.opcode);
+	rdmx_verbs_failed(c, wc, out.status);
+	if (!out.status && wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		out.opcode = RDMX_OP_RECV_IMM;
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		out.imm = ntohl(wc->imm_data);
+	if (out.status && out.status != RDMX_ERR_LOCAL_LENGTH)
+		out.byte_len = 0;
 	rdmx_cq_push(c->base.cq, &out);
+}
+
+/*
+ * Send queue completions, given to the cq in posting order. An iWARP NIC
+ * completes a WRITE once sent, so it may report it before a READ posted
+ * earlier: a record waits, done, until those before it are. Unsignaled
+ * records before a reported one were sent, so they are done too (READs
+ * and atomics, which finish only when answered, are always signaled).
+ */
+static void rdmx_verbs_complete_send(struct rdmx_verbs_conn *c,
+				     const struct ibv_wc *wc)
+{
+	struct rdmx_verbs_ring *r = &c->sq;
+	uint32_t slot = (uint32_t)wc->wr_id;
+	struct rdmx_verbs_rec *rec = &r->rec[slot];
+
+	rec->status = rdmx_verbs_status(c, wc, false, rec->opcode);
+	rec->done = true;
+	rdmx_verbs_failed(c, wc, rec->status);
+	for (uint32_t i = r->head; i != slot; i = (i + 1) % r->size)
+		if (!r->rec[i].signaled)
+			r->rec[i].done = true;
+	c->busy_since = rdmx_now_us();
+	while (r->count && r->rec[r->head].done) {
+		struct rdmx_verbs_rec done = r->rec[r->head];
+		struct rdmx_completion out = { .wr_id = done.wr_id,
+					       .conn = &c->base,
+					       .status = done.status,
+					       .opcode = done.opcode };
+
+		r->rec[r->head].done = false;
+		r->head = (r->head + 1) % r->size;
+		r->count--;
+		r->signaled -= done.signaled;
+		if (done.internal) { /* a credit update of ours */
+			rdmx_debug("verbs: credit update to %s done: %s",
+				   c->base.info.peer_addr,
+				   rdmx_strerror(done.status));
+			c->credit_busy = false;
+			continue;
+		}
+		if (!done.status && !done.report)
+			continue;
+		out.byte_len = done.status ? 0 : done.len;
+		rdmx_cq_push(c->base.cq, &out);
+	}
 }
 
 int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
@@ -101,8 +140,12 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 
 	do {
 		n = ibv_poll_cq(c->cq, 16, wc);
-		for (int i = 0; i < n; i++)
-			rdmx_verbs_complete(c, &wc[i]);
+		for (int i = 0; i < n; i++) {
+			if (wc[i].wr_id & RDMX_VERBS_RQ_TAG)
+				rdmx_verbs_complete_recv(c, &wc[i]);
+			else
+				rdmx_verbs_complete_send(c, &wc[i]);
+		}
 		total += n > 0 ? n : 0;
 	} while (n == 16);
 	if (n < 0)
@@ -120,7 +163,8 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 {
 	uint64_t limit = c->vctx->ctx->cfg.verbs_request_timeout_ms * 1000;
 
-	if (c->dead || !c->sq.count || now - c->busy_since < limit)
+	/* Only requests the NIC will report can be overdue. */
+	if (c->dead || !c->sq.signaled || now - c->busy_since < limit)
 		return;
 	rdmx_error("verbs: %s completed nothing for %llu ms with %u requests "
 		   "outstanding to %s; failing the connection "
@@ -249,7 +293,7 @@ static int rdmx_verbs_sleep_ms(struct rdmx_verbs_ctx *v)
 	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
 		if (c->npending)
 			return 1;
-		if (c->sq.count && !c->dead)
+		if (c->sq.signaled && !c->dead)
 			ms = 100;
 	}
 	return ms;
