@@ -26,6 +26,9 @@
 #include "cli.h"
 
 #define BENCH_MAGIC 0x52444d42u /* "RDMB" */
+#define BENCH_MAX_BUF (1ull << 30) /* a side's buffer: size x slots */
+#define BENCH_ALL_MIN 2 /* -a: 2 B .. 8 MiB, as perftest */
+#define BENCH_ALL_MAX (8u << 20)
 
 enum bench_op { B_SEND = 1, B_WRITE, B_READ, B_ATOMIC };
 static const char *const bench_ops[] = { NULL, "send", "write", "read",
@@ -34,7 +37,7 @@ static const char *const bench_ops[] = { NULL, "send", "write", "read",
 struct bench_opts {
 	const char *addr, *config;
 	enum bench_op op;
-	bool bw, json, once;
+	bool bw, json, once, all;
 	uint64_t size, iters, depth;
 };
 
@@ -164,20 +167,17 @@ static uint64_t bench_slots(const struct bench_opts *o)
 	return o->bw ? o->depth : 2;
 }
 
-static rdmx_status bench_serve_one(struct cli_session *s, void *arg)
+/* Serve the run whose header (the client's message) is in s->in. */
+static rdmx_status bench_serve_run(struct cli_session *s,
+				   const struct bench_opts *defaults)
 {
-	struct bench_opts o = *(struct bench_opts *)arg;
+	struct bench_opts o = *defaults;
 	struct rdmx_completion wc;
 	struct rdmx_remote peer;
 	struct bench_buf b = { 0 };
 	uint64_t w0;
 	rdmx_status st;
 
-	st = cli_recv_ctl(s);
-	if (!st)
-		st = cli_expect(s, RDMX_OP_RECV, &wc);
-	if (st)
-		return st;
 	w0 = cli_get64(s->in);
 	if (w0 >> 32 != BENCH_MAGIC)
 		return RDMX_ERR_PROTOCOL;
@@ -188,6 +188,7 @@ static rdmx_status bench_serve_one(struct cli_session *s, void *arg)
 	o.depth = cli_get64(s->in + 24);
 	if (o.op < B_SEND || o.op > B_ATOMIC || o.size > (1u << 30) ||
 	    !o.depth || o.depth > 4096 ||
+	    o.size * bench_slots(&o) > BENCH_MAX_BUF ||
 	    rdmx_remote_unpack(s->in + 32, 24, &peer))
 		return RDMX_ERR_PROTOCOL;
 	st = bench_buf_alloc(s, &b, o.size * bench_slots(&o));
@@ -209,6 +210,26 @@ static rdmx_status bench_serve_one(struct cli_session *s, void *arg)
 				st = wc.status;
 	bench_buf_free(&b);
 	return st;
+}
+
+/* A client's session: runs (one per size with -a) until it closes. */
+static rdmx_status bench_serve_one(struct cli_session *s, void *arg)
+{
+	struct rdmx_completion wc;
+	rdmx_status st;
+
+	for (unsigned runs = 0;; runs++) {
+		st = cli_recv_ctl(s);
+		if (!st)
+			st = cli_expect(s, RDMX_OP_RECV, &wc);
+		if (runs &&
+		    (st == RDMX_ERR_CONN_LOST || st == RDMX_ERR_FLUSHED))
+			return RDMX_OK; /* the client is done */
+		if (!st)
+			st = bench_serve_run(s, (struct bench_opts *)arg);
+		if (st)
+			return st;
+	}
 }
 
 /* ---- client ------------------------------------------------------------- */
@@ -386,8 +407,6 @@ static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 	if (!st)
 		bench_report(o, transport, lat, n, us);
 	free(lat);
-	rdmx_conn_close(s->conn);
-	s->conn = NULL;
 	bench_buf_free(&b);
 	return st;
 }
@@ -415,7 +434,19 @@ static int bench_client(const struct bench_opts *o)
 		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
 		       "transp", "op", "bytes", "iters", "min_us", "median",
 		       "p90", "p99", "p99.9", "max");
-	st = bench_run(&s, o, info.transport);
+	if (!o->all || o->op == B_ATOMIC) { /* atomics: 8 bytes only */
+		st = bench_run(&s, o, info.transport);
+	} else { /* every size on one connection */
+		struct bench_opts one = *o;
+
+		st = RDMX_OK;
+		for (one.size = BENCH_ALL_MIN;
+		     !st && !cli_stop && one.size <= BENCH_ALL_MAX;
+		     one.size *= 2) {
+			st = bench_run(&s, &one, info.transport);
+			fflush(stdout);
+		}
+	}
 	cli_session_close(&s);
 	if (st)
 		return cli_fail("bench", "%s %s failed: %s", bench_ops[o->op],
@@ -434,6 +465,7 @@ static void bench_usage(FILE *f)
 		"options (client):\n"
 		"      --op OP       send, write, read or atomic (default send)\n"
 		"  -s, --size N      message size (default 8; atomic: 8)\n"
+		"  -a, --all         every size from 2 B to 8 MiB, doubling\n"
 		"  -n, --iters N     iterations (default 10000)\n"
 		"      --bw          bandwidth instead of latency\n"
 		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
@@ -450,6 +482,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	static const struct option lo[] = {
 		{ "op", required_argument, NULL, 1 },
 		{ "size", required_argument, NULL, 's' },
+		{ "all", no_argument, NULL, 'a' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "bw", no_argument, NULL, 2 },
 		{ "tx-depth", required_argument, NULL, 't' },
@@ -465,7 +498,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		.op = B_SEND, .size = 8, .iters = 10000, .depth = 64
 	};
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:n:t:c:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:n:t:c:ah", lo, NULL)) != -1) {
 		switch (c) {
 		case 1:
 			o->op = 0;
@@ -489,6 +522,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 't':
 			if (!cli_size("bench", "--tx-depth", optarg, &o->depth))
 				return 1;
+			break;
+		case 'a':
+			o->all = true;
 			break;
 		case 2:
 			o->bw = true;
@@ -518,6 +554,10 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	if (!o->iters || !o->depth || o->depth > 4096)
 		return cli_fail("bench", "--iters must be at least 1 and "
 					 "--tx-depth 1..4096");
+	if ((o->all ? BENCH_ALL_MAX : o->size) * (o->bw ? o->depth : 2) >
+	    BENCH_MAX_BUF)
+		return cli_fail("bench", "--size x --tx-depth must stay within "
+					 "1g (the buffer each side registers)");
 	return 0;
 }
 

@@ -151,7 +151,23 @@ assert d["mode"]=="bw" and d["depth"]==16 and d["gb_per_s"] > 0 and d["msg_per_s
 else
 	bad "bench bw"
 fi
+# -a: every size 2 B .. 8 MiB on one connection, then the server's session ends well.
+"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
+server=$!
+sleep 0.3
+port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+if run "bench -a" 0 "$rdmx" bench "127.0.0.1:$port" -a --op send -n 20 --json &&
+	python3 -c 'import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1])]
+assert [r["size"] for r in rows]==[2**i for i in range(1,24)], [r["size"] for r in rows]
+assert all(r["op"]=="send" and r["iters"]==20 and r["lat_us"]["min"] > 0 for r in rows)' "$tmp/out" &&
+	wait "$server" && grep -q "1 sessions ok, 0 failed" "$tmp/server"; then
+	ok "bench -a --json: 23 sizes from 2 B to 8 MiB on one connection"
+else
+	bad "bench -a"
+fi
 one_line "bench unknown op" "unknown --op 'teleport'" "$rdmx" bench localhost --op teleport
+one_line "bench buffer too large" "must stay within 1g" "$rdmx" bench localhost --bw -s 64m -t 64
 
 if RDMX_TCP_TX_DEPTH=7 run "info" 0 "$rdmx" info --config &&
 	grep -qE "^tcp.tx_depth +7 +1024 +env +RDMX_TCP_TX_DEPTH" "$tmp/out"; then
