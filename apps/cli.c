@@ -212,7 +212,7 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 {
 	struct rdmx_conn_attr attr = { .cq = s->cq };
 	struct rdmx_listener *lst;
-	unsigned served = 0, failed = 0;
+	unsigned served = 0, failed = 0, stopped = 0;
 	rdmx_status st;
 
 	addr = addr ? addr : ":18515";
@@ -231,10 +231,16 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 		if (st)
 			break;
 		st = fn(s, arg);
-		if (st && st != RDMX_ERR_INVALID)
+		if (st && cli_stop) /* cut short by SIGINT/SIGTERM */
+			stopped++;
+		else if (st)
+			failed++;
+		else
+			served++;
+		if (st && !cli_stop && st != RDMX_ERR_INVALID)
 			fprintf(stderr, "rdmx %s: client session failed: %s\n",
 				cmd, rdmx_strerror(st));
-		st ? failed++ : served++;
+		/* Outstanding work flushes; the client sees the end. */
 		rdmx_conn_close(s->conn);
 		s->conn = NULL;
 		fflush(stdout);
@@ -242,7 +248,8 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 			break;
 	}
 	rdmx_listener_close(lst);
-	printf("rdmx %s: server done: %u sessions ok, %u failed\n", cmd, served,
-	       failed);
+	printf("rdmx %s: server done: %u sessions ok, %u failed, %u stopped by "
+	       "a signal\n",
+	       cmd, served, failed, stopped);
 	return failed ? 1 : 0;
 }

@@ -10,6 +10,7 @@ pkgs=(
 	libcmocka-dev                      # unit and conformance tests
 	clang libclang-rt-14-dev           # libFuzzer and sanitizer runtimes
 	iproute2                           # network-namespace tests
+	valgrind                           # leak check of a server's shutdown
 	libibverbs-dev librdmacm-dev       # the verbs transport
 	rdma-core ibverbs-providers        # its providers (rxe, siw) at run time
 )

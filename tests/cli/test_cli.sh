@@ -107,6 +107,45 @@ else
 	cat "$tmp/server"
 fi
 
+# SIGTERM in the middle of a session: the server flushes, deregisters and
+# exits 0 with its summary, leak-free under valgrind; the client learns of
+# the end at once (one line), not by a timeout.
+if ! command -v valgrind >/dev/null; then
+	echo "skip valgrind shutdown: valgrind is not installed"
+elif ldd "$rdmx" | grep -qE 'lib(a|t|ub)san'; then
+	echo "skip valgrind shutdown: $rdmx is a sanitizer build"
+else
+	RDMX_TRANSPORT=tcp valgrind -q --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=9 \
+		"$rdmx" bench :0 >"$tmp/server" 2>"$tmp/vg" &
+	server=$!
+	port=""
+	for _ in $(seq 300); do
+		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
+	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op write -n 50 >/dev/null 2>&1
+	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op read -n 100000000 \
+		>"$tmp/out" 2>"$tmp/err" &
+	client=$!
+	sleep 2
+	kill -TERM "$server"
+	wait "$server"
+	src=$?
+	wait "$client"
+	crc=$?
+	if [ $src -eq 0 ] && [ ! -s "$tmp/vg" ] &&
+		grep -q "server done: 1 sessions ok, 0 failed, 1 stopped by a signal" "$tmp/server" &&
+		[ $crc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+		grep -q "read latency failed: connection lost" "$tmp/err"; then
+		ok "bench server: SIGTERM mid-session, exit 0, summary, no leak (valgrind)"
+	else
+		bad "bench server SIGTERM mid-session (server rc $src, client rc $crc)"
+		cat "$tmp/server" "$tmp/vg"
+	fi
+fi
+
 # Which transport a peer gets, and why: shm here; tcp when forced.
 serve send :0 || exit 1
 if run "info --peer" 0 "$rdmx" info --peer "127.0.0.1:$port" &&
