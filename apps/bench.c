@@ -19,9 +19,11 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -35,7 +37,7 @@ static const char *const bench_ops[] = { NULL, "send", "write", "read",
 					 "atomic" };
 
 struct bench_opts {
-	const char *addr, *config;
+	const char *addr, *config, *plot;
 	enum bench_op op;
 	bool bw, json, once, all;
 	uint64_t size, iters, depth;
@@ -261,6 +263,33 @@ static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
 	return RDMX_ERR_INVALID;
 }
 
+/*
+ * A progress bar on stderr, when it is a terminal and the run has taken
+ * more than 2 s; @done == @total clears it.
+ */
+static void bench_progress(uint64_t done, uint64_t total, double t0)
+{
+	static double last;
+	static bool shown;
+	double now = cli_now_us();
+	int w = 40,
+	    fill = total ? (int)((double)w * (double)done / (double)total) : w;
+
+	if (done >= total) {
+		if (shown)
+			fputs("\r\033[K", stderr);
+		shown = false;
+		return;
+	}
+	if (now - t0 < 2e6 || now - last < 1e5 || !isatty(STDERR_FILENO))
+		return;
+	last = now;
+	shown = true;
+	fprintf(stderr, "\r[%.*s%*s] %3d%% %" PRIu64 "/%" PRIu64, fill,
+		"########################################", w - fill, "",
+		(int)(100.0 * (double)done / (double)total), done, total);
+}
+
 /* Latency of iteration @i in microseconds, or < 0 on failure (st_p). */
 static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 			     struct bench_buf *b, const struct rdmx_remote *rem,
@@ -303,6 +332,7 @@ static double bench_bw(struct cli_session *s, const struct bench_opts *o,
 	double t0 = cli_now_us();
 
 	while (done < o->iters && !st && !cli_stop) {
+		bench_progress(done, o->iters, t0);
 		while (posted < o->iters && posted - done < o->depth) {
 			st = bench_post(s, o, b, rem, posted);
 			if (st == RDMX_ERR_AGAIN) {
@@ -320,6 +350,7 @@ static double bench_bw(struct cli_session *s, const struct bench_opts *o,
 				st = wc[i].status;
 		done += n > 0 ? (uint64_t)n : 0;
 	}
+	bench_progress(1, 1, t0);
 	*st_p = st;
 	return cli_now_us() - t0;
 }
@@ -365,6 +396,85 @@ static void bench_report(const struct bench_opts *o, const char *transport,
 		       q[2], q[3], q[4], q[5]);
 }
 
+/*
+ * --plot: the latency distribution as an SVG cumulative plot, latency on a
+ * log axis (the tail is where the story is). @lat is sorted.
+ */
+static rdmx_status bench_plot(const struct bench_opts *o, const char *transport,
+			      const double *lat, size_t n)
+{
+	enum { W = 720, H = 440, L = 70, R = 30, T = 50, B = 60, PTS = 1000 };
+	double lo = log10(lat[0] > 1e-3 ? lat[0] : 1e-3);
+	double hi = log10(lat[n - 1] > lat[0] ? lat[n - 1] : lat[0] * 1.01);
+	double span = hi > lo ? hi - lo : 1;
+	FILE *f = fopen(o->plot, "w");
+
+	if (!f) {
+		cli_fail("bench", "cannot write %s: %m", o->plot);
+		return RDMX_ERR_SYSTEM;
+	}
+#define BX(v) (L + (log10(v) - lo) / span * (W - L - R))
+#define BY(q) (T + (1 - (q)) * (H - T - B))
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+		"height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+		"<title>rdmx bench: %s %" PRIu64 " B over %s, %zu "
+		"iterations</title>\n"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+		"<text x=\"%d\" y=\"25\" font-size=\"15\">rdmx bench: %s "
+		"%" PRIu64 " B over %s, %zu iterations: latency "
+		"distribution</text>\n",
+		W, H, bench_ops[o->op], o->size, transport, n, L,
+		bench_ops[o->op], o->size, transport, n);
+	/* Axes, decade ticks on x, quarter ticks on y. */
+	fprintf(f,
+		"<path d=\"M%d %d V%d H%d\" stroke=\"black\" "
+		"fill=\"none\"/>\n",
+		L, T, H - B, W - R);
+	for (int e = (int)floor(lo); e <= (int)ceil(hi); e++) {
+		double v = pow(10, e), x;
+
+		if (log10(v) < lo - 1e-9 || log10(v) > hi + 1e-9)
+			continue;
+		x = BX(v);
+		fprintf(f,
+			"<path d=\"M%.1f %d V%d\" stroke=\"#ccc\"/>"
+			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g"
+			"</text>\n",
+			x, T, H - B, x, H - B + 16, v);
+	}
+	for (int k = 0; k <= 4; k++)
+		fprintf(f,
+			"<path d=\"M%d %.1f H%d\" stroke=\"#ccc\"/>"
+			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2f"
+			"</text>\n",
+			L, BY(k / 4.0), W - R, L - 6, BY(k / 4.0) + 4, k / 4.0);
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">latency "
+		"(us, log scale)</text>\n"
+		"<text x=\"16\" y=\"%d\" transform=\"rotate(-90 16 %d)\" "
+		"text-anchor=\"middle\">fraction of operations at or "
+		"below</text>\n",
+		(L + W - R) / 2, H - 20, (T + H - B) / 2, (T + H - B) / 2);
+	/* The curve: at most PTS points, the last (the max) always in. */
+	fprintf(f, "<polyline fill=\"none\" stroke=\"#1f77b4\" "
+		   "stroke-width=\"2\" points=\"");
+	for (size_t k = 0, m = n < PTS ? n : PTS; k < m; k++) {
+		size_t i = m > 1 ? k * (n - 1) / (m - 1) : 0;
+
+		fprintf(f, "%.1f,%.1f ", BX(lat[i] > 1e-3 ? lat[i] : 1e-3),
+			BY((double)(i + 1) / (double)n));
+	}
+	fprintf(f, "\"/>\n</svg>\n");
+#undef BX
+#undef BY
+	if (ferror(f) | fclose(f)) {
+		cli_fail("bench", "cannot write %s: %m", o->plot);
+		return RDMX_ERR_SYSTEM;
+	}
+	return RDMX_OK;
+}
+
 static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 			     const char *transport, bool *armed)
 {
@@ -402,19 +512,26 @@ static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 	if (!st && !o->bw) {
 		lat = calloc(o->iters, sizeof(*lat));
 		st = lat ? RDMX_OK : RDMX_ERR_NOMEM;
+		double t0 = cli_now_us();
+
 		for (uint64_t i = 0; !st && i < o->iters + warm; i++) {
 			double t = bench_lat_iter(s, o, &b, &rem, i, &st);
 
 			if (!st && i >= warm)
 				lat[n++] = t;
+			if (!(i & 255))
+				bench_progress(i, o->iters + warm, t0);
 		}
+		bench_progress(1, 1, t0);
 	} else if (!st) {
 		us = bench_bw(s, o, &b, &rem, &st);
 	}
 	if (!st && o->op != B_SEND)
 		st = cli_send_ctl(s, 8); /* "finished" */
 	if (!st)
-		bench_report(o, transport, lat, n, us);
+		bench_report(o, transport, lat, n, us); /* sorts lat */
+	if (!st && o->plot && n)
+		st = bench_plot(o, transport, lat, n);
 	free(lat);
 	bench_buf_free(&b);
 	return st;
@@ -480,6 +597,7 @@ static void bench_usage(FILE *f)
 		"      --bw          bandwidth instead of latency\n"
 		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
 		"      --json        one JSON object on stdout\n"
+		"      --plot FILE   the latency distribution as SVG\n"
 		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
 		"options (server):\n"
 		"      --once        exit after one client\n"
@@ -499,6 +617,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "json", no_argument, NULL, 3 },
 		{ "config", required_argument, NULL, 'c' },
 		{ "once", no_argument, NULL, 4 },
+		{ "plot", required_argument, NULL, 5 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -548,6 +667,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 4:
 			o->once = true;
 			break;
+		case 5:
+			o->plot = optarg;
+			break;
 		case 'h':
 			bench_usage(stdout);
 			return -1;
@@ -557,6 +679,17 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	}
 	if (cli_take_addr("bench", argc, argv, &o->addr))
 		return 1;
+	if (o->plot && (o->bw || o->all))
+		return cli_fail("bench", "--plot draws one latency run: not "
+					 "with --bw or -a");
+	if (o->plot) { /* a bad path fails now, not after the run */
+		FILE *f = fopen(o->plot, "w");
+
+		if (!f)
+			return cli_fail("bench", "cannot write %s: %m",
+					o->plot);
+		fclose(f);
+	}
 	if (o->op == B_ATOMIC)
 		o->size = 8;
 	if (!o->size || o->size > (1u << 30))

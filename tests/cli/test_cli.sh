@@ -205,6 +205,50 @@ assert all(r["op"]=="send" and r["iters"]==20 and r["lat_us"]["min"] > 0 for r i
 else
 	bad "bench -a"
 fi
+# --plot: an SVG of the latency distribution, one point per sampled operation.
+"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
+server=$!
+sleep 0.3
+port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+if RDMX_TRANSPORT=tcp run "bench --plot" 0 "$rdmx" bench "127.0.0.1:$port" --op read -s 4k -n 3000 \
+	--plot "$tmp/lat.svg" && wait "$server" &&
+	python3 -c 'import sys, xml.etree.ElementTree as E
+ns="{http://www.w3.org/2000/svg}"
+root=E.parse(sys.argv[1]).getroot()
+assert "read 4096 B over tcp, 3000 iterations" in root.find(ns+"title").text
+pts=[tuple(map(float,p.split(","))) for p in root.find(ns+"polyline").get("points").split()]
+assert len(pts)==1000, len(pts)
+assert all(a[0]<=b[0] and a[1]>=b[1] for a,b in zip(pts,pts[1:])), "not a cumulative curve"' "$tmp/lat.svg"; then
+	ok "bench --plot: an SVG latency distribution, monotone, titled"
+else
+	bad "bench --plot"
+fi
+one_line "bench --plot bad path" "cannot write /nonexistent/l.svg" "$rdmx" bench localhost --plot /nonexistent/l.svg
+one_line "bench --plot with --bw" "not with --bw or -a" "$rdmx" bench localhost --bw --plot "$tmp/x.svg"
+
+# A progress bar on a terminal for runs longer than 2 s (script gives a pty).
+if ldd "$rdmx" | grep -qE 'lib(a|t|ub)san'; then
+	echo "skip bench progress bar: $rdmx is a sanitizer build (run length varies)"
+else
+	RDMX_TRANSPORT=tcp "$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
+	server=$!
+	sleep 0.3
+	port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+	RDMX_TRANSPORT=tcp script -qec "$rdmx bench 127.0.0.1:$port --op write -n 200000" \
+		/dev/null >"$tmp/pty"
+	RDMX_TRANSPORT=tcp "$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
+	server=$!
+	sleep 0.3
+	port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op write -n 200000 >"$tmp/out" 2>"$tmp/err"
+	if grep -qE '\[#+ *\] +[0-9]+% [0-9]+/220000' "$tmp/pty" &&
+		grep -q "write  *8  *200000" "$tmp/pty" && [ ! -s "$tmp/err" ]; then
+		ok "bench: a progress bar on a terminal, none when stderr is a file"
+	else
+		bad "bench progress bar"
+		tr '\r' '\n' <"$tmp/pty" | tail -5
+	fi
+fi
 one_line "bench unknown op" "unknown --op 'teleport'" "$rdmx" bench localhost --op teleport
 one_line "bench buffer too large" "must stay within 1g" "$rdmx" bench localhost --bw -s 64m -t 64
 
