@@ -206,8 +206,7 @@ static rdmx_status bench_serve_run(struct cli_session *s,
 		st = bench_serve_write_lat(s, &b, &o, &peer);
 	/* One-sided ops need nothing from us but progress, until "finished". */
 	if (!st && o.op != B_SEND)
-		while (!(st = cli_wait(s->cq, &wc, CLI_TIMEOUT_MS)) &&
-		       wc.opcode != RDMX_OP_RECV)
+		while (!(st = cli_next(s, &wc)) && wc.opcode != RDMX_OP_RECV)
 			if (wc.status)
 				st = wc.status;
 	bench_buf_free(&b);

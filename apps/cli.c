@@ -195,16 +195,38 @@ rdmx_status cli_send_ctl(struct cli_session *s, uint32_t len)
 	return st ? st : cli_expect(s, RDMX_OP_SEND, &wc);
 }
 
+rdmx_status cli_next(struct cli_session *s, struct rdmx_completion *wc)
+{
+	if (s->has_early) {
+		*wc = s->early;
+		s->has_early = false;
+		return RDMX_OK;
+	}
+	return cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
+}
+
 rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
 		       struct rdmx_completion *wc)
 {
-	rdmx_status st = cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
+	if (s->has_early && s->early.opcode == op) {
+		*wc = s->early;
+		s->has_early = false;
+		return RDMX_OK;
+	}
+	for (;;) {
+		rdmx_status st = cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
 
-	if (st)
-		return st;
-	if (wc->status)
-		return wc->status;
-	return wc->opcode == op ? RDMX_OK : RDMX_ERR_PROTOCOL;
+		if (st)
+			return st;
+		if (wc->status)
+			return wc->status;
+		if (wc->opcode == op)
+			return RDMX_OK;
+		if (s->has_early)
+			return RDMX_ERR_PROTOCOL;
+		s->early = *wc;
+		s->has_early = true;
+	}
 }
 
 int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
@@ -230,6 +252,7 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 			continue;
 		if (st)
 			break;
+		s->has_early = false;
 		st = fn(s, arg);
 		if (st && cli_stop) /* cut short by SIGINT/SIGTERM */
 			stopped++;

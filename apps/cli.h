@@ -56,6 +56,9 @@ struct cli_session {
 	struct rdmx_conn *conn;
 	uint8_t out[CLI_MSG], in[CLI_MSG]; /* control messages */
 	struct rdmx_mr *out_mr, *in_mr;
+	/* A completion that came before the one awaited (cli_next). */
+	struct rdmx_completion early;
+	bool has_early;
 };
 
 rdmx_status cli_session_open(struct cli_session *s, const char *config);
@@ -66,9 +69,16 @@ rdmx_status cli_connect(struct cli_session *s, const char *addr);
 rdmx_status cli_recv_ctl(struct cli_session *s);
 /* SEND s->out (@len bytes) and wait for its completion. */
 rdmx_status cli_send_ctl(struct cli_session *s, uint32_t len);
-/* Wait for the next completion; an error status or another opcode fails. */
+/*
+ * Wait for a completion of @op. A NIC reports its send and receive queues
+ * independently, so the peer's next message may complete before our own
+ * SEND does: one successful completion of another opcode is kept for the
+ * next call. An error status, or a second stray completion, fails.
+ */
 rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
 		       struct rdmx_completion *wc);
+/* The next completion: the one cli_expect kept aside, else a new one. */
+rdmx_status cli_next(struct cli_session *s, struct rdmx_completion *wc);
 
 /*
  * Serve clients one at a time on @addr until SIGINT or SIGTERM (or after

@@ -140,11 +140,19 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 		rdmx_sock_liveness(fd,
 				   (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
 		st = rdmx_hs_server(lst->ctx, fd, peer, &res);
-		if (!st)
-			return rdmx_conn_establish(lst->ctx, fd, true, &res,
-						   attr, conn_p);
+		if (st) {
+			close(fd);
+		} else {
+			/* It owns fd now, and closes it if it fails. */
+			st = rdmx_conn_establish(lst->ctx, fd, true, &res, attr,
+						 conn_p);
+			if (st == RDMX_OK || st == RDMX_ERR_NOMEM)
+				return st;
+			rdmx_warn("refused %s: its connection could not be set "
+				  "up (%s)",
+				  peer, rdmx_strerror(st));
+		}
 		/* A bad peer must not end the caller's wait for a good one. */
-		close(fd);
 		if (timeout_ms >= 0) {
 			uint64_t now = rdmx_now_us();
 

@@ -87,7 +87,9 @@ gport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/g-srv)
 if RDMX_VERBS_GID_INDEX=1 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" 2>&1 |
 	tee /tmp/g1 | grep -q "transport verbs: .*gid 1 ::ffff:$RDMX_RXE_ADDR" &&
 	! RDMX_VERBS_GID_INDEX=0 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" \
-		>/tmp/g0 2>&1 && grep -q "carries no IPv4 address" /tmp/g0; then
+		>/tmp/g0 2>&1 && grep -q "carries no IPv4 address" /tmp/g0 &&
+	sleep 1 && kill -0 $gsrv && # a refused peer does not end the server
+	RDMX_TRANSPORT=verbs "$rdmx" bench "$RDMX_RXE_ADDR:$gport" -n 20 >/dev/null; then
 	echo "verbs.gid_index: [ OK ] $(cat /tmp/g1)"
 	pass=$((pass + 1))
 else
@@ -95,7 +97,7 @@ else
 	cat /tmp/g1 /tmp/g0 /tmp/g-srv
 	fail=$((fail + 1))
 fi
-kill -TERM $gsrv
+kill -TERM $gsrv 2>/dev/null
 wait $gsrv
 
 echo "== a registration over RLIMIT_MEMLOCK says the limit and the fix"
