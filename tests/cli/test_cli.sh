@@ -25,6 +25,9 @@ serve() {
 	return 1
 }
 
+# Is $rdmx an ASan or TSan build (runtime linked in or not)?
+sanitized() { grep -qaE '__(a|t)san_init' "$rdmx"; }
+
 # run NAME EXPECTED_RC CMD...: run, keep stdout/stderr, check the exit code.
 run() {
 	local name=$1 want=$2
@@ -112,7 +115,7 @@ fi
 # the end at once (one line), not by a timeout.
 if ! command -v valgrind >/dev/null; then
 	echo "skip valgrind shutdown: valgrind is not installed"
-elif ldd "$rdmx" | grep -qE 'lib(a|t|ub)san'; then
+elif sanitized; then
 	echo "skip valgrind shutdown: $rdmx is a sanitizer build"
 else
 	RDMX_TRANSPORT=tcp valgrind -q --leak-check=full \
@@ -227,7 +230,7 @@ one_line "bench --plot bad path" "cannot write /nonexistent/l.svg" "$rdmx" bench
 one_line "bench --plot with --bw" "not with --bw or -a" "$rdmx" bench localhost --bw --plot "$tmp/x.svg"
 
 # A progress bar on a terminal for runs longer than 2 s (script gives a pty).
-if ldd "$rdmx" | grep -qE 'lib(a|t|ub)san'; then
+if sanitized; then
 	echo "skip bench progress bar: $rdmx is a sanitizer build (run length varies)"
 else
 	RDMX_TRANSPORT=tcp "$rdmx" bench :0 --once >"$tmp/server" 2>&1 &

@@ -53,17 +53,24 @@ if [ "$what" = conformance ]; then
 	exit
 fi
 
+# The port a server printed in FILE, waiting for it (TCG is slow).
+port_of() { # file
+	local p
+	for _ in $(seq 100); do
+		p=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1")
+		[ -n "$p" ] && { echo "$p"; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+
 echo "== rdmx info in the guest"
 RDMX_TRANSPORT=verbs "$rdmx" info
 
 echo "== demo between rxe1 (10.99.2.1) and rxe2 (10.99.2.2) over a veth pair"
 RDMX_VERBS_DEVICE=rxe1 "$rdmx" demo write :0 --once >/tmp/demo-srv 2>&1 &
 srv=$!
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/demo-srv)
-	[ -n "$port" ] && break
-	sleep 0.1
-done
+port=$(port_of /tmp/demo-srv)
 for mode in write; do
 	if RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 \
 		"$rdmx" demo $mode "10.99.2.1:$port" -s 4k -n 200 | tee /tmp/demo-cli &&
@@ -82,8 +89,7 @@ RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
 echo "== verbs.gid_index picks the GID; one without an address is refused"
 RDMX_TRANSPORT=verbs "$rdmx" bench :0 >/tmp/g-srv 2>&1 &
 gsrv=$!
-sleep 0.5
-gport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/g-srv)
+gport=$(port_of /tmp/g-srv)
 if RDMX_VERBS_GID_INDEX=1 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" 2>&1 |
 	tee /tmp/g1 | grep -q "transport verbs: .*gid 1 ::ffff:$RDMX_RXE_ADDR" &&
 	! RDMX_VERBS_GID_INDEX=0 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" \
@@ -102,8 +108,7 @@ wait $gsrv
 
 echo "== a registration over RLIMIT_MEMLOCK says the limit and the fix"
 RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/ml-srv 2>&1 &
-sleep 0.5
-mport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/ml-srv)
+mport=$(port_of /tmp/ml-srv)
 # Root may lock any amount (CAP_IPC_LOCK): ask as nobody, with 64 KiB.
 setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
 	"ulimit -l 64; RDMX_TRANSPORT=verbs $rdmx bench $RDMX_RXE_ADDR:$mport -s 1m -n 5" \
@@ -129,8 +134,7 @@ perf ib_write_lat
 perf ib_read_lat
 for op in write read; do
 	RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/b-srv 2>&1 &
-	sleep 0.5
-	bport=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' /tmp/b-srv)
+	bport=$(port_of /tmp/b-srv)
 	RDMX_TRANSPORT=verbs "$rdmx" bench "$RDMX_RXE_ADDR:$bport" --op $op -s 8 -n 500 --json |
 		python3 -c 'import json,sys
 d = json.load(sys.stdin); l = d["lat_us"]
