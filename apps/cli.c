@@ -254,15 +254,17 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 			break;
 		s->has_early = false;
 		st = fn(s, arg);
-		if (st && cli_stop) /* cut short by SIGINT/SIGTERM */
-			stopped++;
-		else if (st)
-			failed++;
-		else
+		if (!st) {
 			served++;
-		if (st && !cli_stop && st != RDMX_ERR_INVALID)
-			fprintf(stderr, "rdmx %s: client session failed: %s\n",
-				cmd, rdmx_strerror(st));
+		} else if (cli_stop) { /* cut short by SIGINT/SIGTERM */
+			stopped++;
+		} else {
+			failed++;
+			if (st != RDMX_ERR_INVALID)
+				fprintf(stderr,
+					"rdmx %s: client session failed: %s\n",
+					cmd, rdmx_strerror(st));
+		}
 		/* Outstanding work flushes; the client sees the end. */
 		rdmx_conn_close(s->conn);
 		s->conn = NULL;

@@ -212,5 +212,8 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 
 /* Monotonic clock in microseconds. */
 uint64_t rdmx_now_us(void);
+/* A progress thread running @fn(@arg), with every signal blocked. */
+rdmx_status rdmx_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
+			      const char *what);
 
 #endif

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,26 @@ const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id)
 		if (rdmx_transports[i]->id == id)
 			return rdmx_transports[i];
 	return NULL;
+}
+
+rdmx_status rdmx_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
+			      const char *what)
+{
+	sigset_t all, old;
+	int rc;
+
+	/* Signals belong to the application's threads: ours start with
+	 * all of them blocked (the mask is inherited). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		errno = rc;
+		rdmx_error("pthread_create for %s progress: %m", what);
+		return RDMX_ERR_SYSTEM;
+	}
+	return RDMX_OK;
 }
 
 uint64_t rdmx_now_us(void)

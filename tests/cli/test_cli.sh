@@ -11,19 +11,25 @@ fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); sed 's/^/     | /' "$tmp/out" "$tmp/err" 2>/dev/null | head -20; }
 
-# Start a server in the background; sets $port and $server.
-serve() {
-	"$rdmx" demo "$@" >"$tmp/server" 2>&1 &
+# Start a server command in the background, its stderr with its stdout in
+# $tmp/server (or in $server_err); sets $server, and $port once it listens.
+start() {
+	if [ -n "${server_err:-}" ]; then
+		"$@" >"$tmp/server" 2>"$server_err" &
+	else
+		"$@" >"$tmp/server" 2>&1 &
+	fi
 	server=$!
 	port=""
-	for _ in $(seq 200); do
+	for _ in $(seq 300); do
 		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
 		[ -n "$port" ] && return 0
-		sleep 0.02
+		sleep 0.05
 	done
 	echo "server did not start:"; cat "$tmp/server"
 	return 1
 }
+serve() { start "$rdmx" demo "$@"; }
 
 # Is $rdmx an ASan or TSan build (runtime linked in or not)?
 sanitized() { grep -qaE '__(a|t)san_init' "$rdmx"; }
@@ -118,16 +124,9 @@ if ! command -v valgrind >/dev/null; then
 elif sanitized; then
 	echo "skip valgrind shutdown: $rdmx is a sanitizer build"
 else
-	RDMX_TRANSPORT=tcp valgrind -q --leak-check=full \
+	RDMX_TRANSPORT=tcp server_err=$tmp/vg start valgrind -q --leak-check=full \
 		--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=9 \
-		"$rdmx" bench :0 >"$tmp/server" 2>"$tmp/vg" &
-	server=$!
-	port=""
-	for _ in $(seq 300); do
-		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
-		[ -n "$port" ] && break
-		sleep 0.05
-	done
+		"$rdmx" bench :0
 	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op write -n 50 >/dev/null 2>&1
 	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op read -n 100000000 \
 		>"$tmp/out" 2>"$tmp/err" &
@@ -164,13 +163,7 @@ wait "$server" 2>/dev/null
 
 # rdmx bench as a user runs it: both transports, latency and bandwidth.
 for t in shm tcp; do
-	"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
-	server=$!
-	for _ in $(seq 200); do
-		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
-		[ -n "$port" ] && break
-		sleep 0.02
-	done
+	start "$rdmx" bench :0 --once
 	if RDMX_TRANSPORT=$t run "bench $t" 0 "$rdmx" bench "127.0.0.1:$port" --op write -s 4k -n 200 --json &&
 		python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["lat_us"]
 assert d["transport"]==sys.argv[2] and d["op"]=="write" and d["size"]==4096 and d["iters"]==200
@@ -181,10 +174,7 @@ assert 0 < l["min"] <= l["median"] <= l["p90"] <= l["p99"] <= l["p99_9"] <= l["m
 		bad "bench $t"
 	fi
 done
-"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
-server=$!
-sleep 0.3
-port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+start "$rdmx" bench :0 --once
 if run "bench bw" 0 "$rdmx" bench "127.0.0.1:$port" --op read --bw -s 64k -n 500 -t 16 --json &&
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 assert d["mode"]=="bw" and d["depth"]==16 and d["gb_per_s"] > 0 and d["msg_per_s"] > 0' "$tmp/out" &&
@@ -194,10 +184,7 @@ else
 	bad "bench bw"
 fi
 # -a: every size 2 B .. 8 MiB on one connection, then the server's session ends well.
-"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
-server=$!
-sleep 0.3
-port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+start "$rdmx" bench :0 --once
 if run "bench -a" 0 "$rdmx" bench "127.0.0.1:$port" -a --op send -n 20 --json &&
 	python3 -c 'import json,sys
 rows=[json.loads(l) for l in open(sys.argv[1])]
@@ -209,10 +196,7 @@ else
 	bad "bench -a"
 fi
 # --plot: an SVG of the latency distribution, one point per sampled operation.
-"$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
-server=$!
-sleep 0.3
-port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+start "$rdmx" bench :0 --once
 if RDMX_TRANSPORT=tcp run "bench --plot" 0 "$rdmx" bench "127.0.0.1:$port" --op read -s 4k -n 3000 \
 	--plot "$tmp/lat.svg" && wait "$server" &&
 	python3 -c 'import sys, xml.etree.ElementTree as E
@@ -233,16 +217,10 @@ one_line "bench --plot with --bw" "not with --bw or -a" "$rdmx" bench localhost 
 if sanitized; then
 	echo "skip bench progress bar: $rdmx is a sanitizer build (run length varies)"
 else
-	RDMX_TRANSPORT=tcp "$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
-	server=$!
-	sleep 0.3
-	port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+	RDMX_TRANSPORT=tcp start "$rdmx" bench :0 --once
 	RDMX_TRANSPORT=tcp script -qec "$rdmx bench 127.0.0.1:$port --op write -n 200000" \
 		/dev/null >"$tmp/pty"
-	RDMX_TRANSPORT=tcp "$rdmx" bench :0 --once >"$tmp/server" 2>&1 &
-	server=$!
-	sleep 0.3
-	port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+	RDMX_TRANSPORT=tcp start "$rdmx" bench :0 --once
 	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op write -n 200000 >"$tmp/out" 2>"$tmp/err"
 	if grep -qE '\[#+ *\] +[0-9]+% [0-9]+/220000' "$tmp/pty" &&
 		grep -q "write  *8  *200000" "$tmp/pty" && [ ! -s "$tmp/err" ]; then

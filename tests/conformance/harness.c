@@ -45,10 +45,15 @@ bool conn_has(const struct rdmx_conn *conn, unsigned flags)
 
 bool errors_close(const struct rdmx_conn *conn)
 {
-	struct rdmx_conn_info info;
+	return conn_has(conn, RDMX_CONN_ERRORS_CLOSE);
+}
 
-	rdmx_conn_info(conn, &info);
-	return info.flags & RDMX_CONN_ERRORS_CLOSE;
+void assert_refused(const struct rdmx_conn *conn, rdmx_status st)
+{
+	if (st == RDMX_ERR_CONN_LOST &&
+	    conn_has(conn, RDMX_CONN_COMPLETES_LOCALLY))
+		return;
+	assert_int_equal(st, RDMX_ERR_REMOTE_ACCESS);
 }
 
 const char *suite_addr(void)

@@ -98,6 +98,11 @@ const char *suite_transport(void);
 bool errors_close(const struct rdmx_conn *conn);
 /* rdmx_conn_info(conn).flags has all of @flags. */
 bool conn_has(const struct rdmx_conn *conn, unsigned flags);
+/*
+ * @st is a READ's refusal: RDMX_ERR_REMOTE_ACCESS, or, where completion is
+ * local (iWARP), possibly the end of the connection the Terminate brings.
+ */
+void assert_refused(const struct rdmx_conn *conn, rdmx_status st);
 
 /* The address to listen and connect on (RDMX_TEST_ADDR, else 127.0.0.1):
  * rdma_cm cannot use loopback, so the verbs suite names a device's. */

@@ -38,20 +38,14 @@ static void rig_close(struct rig *r)
 	pair_close(&r->p);
 }
 
-/*
- * A READ's refusal: RDMX_ERR_REMOTE_ACCESS, or, where completion is local
- * (iWARP), possibly the end of the connection the Terminate brings.
- */
+/* The next completion is a refused @op (assert_refused). */
 static void expect_refusal(struct rdmx_conn *conn, struct rdmx_cq *cq,
 			   enum rdmx_opcode op)
 {
 	struct rdmx_completion wc = wait_wc(cq);
 
 	assert_int_equal(wc.opcode, op);
-	if (wc.status == RDMX_ERR_CONN_LOST &&
-	    conn_has(conn, RDMX_CONN_COMPLETES_LOCALLY))
-		return;
-	assert_int_equal(wc.status, RDMX_ERR_REMOTE_ACCESS);
+	assert_refused(conn, wc.status);
 }
 
 /* Post a WRITE, a READ and a fetch-add at @addr/@rkey; each must fail with
@@ -244,8 +238,8 @@ static void test_mr_missing_access(void **state)
 				      suite_transport());
 			for (size_t i = 0; i < 64; i++)
 				assert_int_equal(r.src.p[i], 0x5a);
-		} else if (wc.status != RDMX_ERR_CONN_LOST) {
-			assert_int_equal(wc.status, RDMX_ERR_REMOTE_ACCESS);
+		} else {
+			assert_refused(r.p.cconn, wc.status);
 		}
 		rig_close(&r);
 		return;

@@ -33,6 +33,18 @@ static bool lacks_atomics(struct rdmx_conn *conn, struct buf *res)
 	return true;
 }
 
+/* A pair without atomics: free its buffers, close it, skip the test. */
+static void skip_without_atomics(struct pair *p, struct buf *target,
+				 struct buf *res)
+{
+	if (!lacks_atomics(p->cconn, res))
+		return;
+	buf_free(target);
+	buf_free(res);
+	pair_close(p);
+	skip();
+}
+
 /* A child: receive the counter's descriptor, then add 1, ADDS times. */
 static int initiator(int port, int flag)
 {
@@ -160,12 +172,7 @@ static void test_atomic_cmp_swap(void **state)
 	buf_alloc(&p.s, &target, 8,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_ATOMIC);
 	buf_alloc(&p.c, &res, 8, RDMX_ACCESS_LOCAL_WRITE);
-	if (lacks_atomics(p.cconn, &res)) {
-		buf_free(&target);
-		buf_free(&res);
-		pair_close(&p);
-		skip();
-	}
+	skip_without_atomics(&p, &target, &res);
 	memcpy(target.p, &v, 8);
 	rem = share_remote(&p, &target);
 	r = sge_of(&res, 0, 8);
@@ -204,12 +211,7 @@ static void test_atomic_bad_arguments(void **state)
 	buf_alloc(&p.s, &target, 16,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_ATOMIC);
 	buf_alloc(&p.c, &res, 8, RDMX_ACCESS_LOCAL_WRITE);
-	if (lacks_atomics(p.cconn, &res)) {
-		buf_free(&target);
-		buf_free(&res);
-		pair_close(&p);
-		skip();
-	}
+	skip_without_atomics(&p, &target, &res);
 	rem = share_remote(&p, &target);
 	r = sge_of(&res, 0, 8);
 	assert_int_equal(rdmx_post_fetch_add(p.cconn, &r, rem.addr + 4,

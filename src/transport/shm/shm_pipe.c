@@ -188,32 +188,33 @@ static void rdmx_shm_wake(struct rdmx_sw_conn *c, bool aux)
  * initiator's buffers as @remote. The peer's death is known from the
  * control socket; a process_vm call on a dead pid fails with ESRCH.
  */
-static ssize_t rdmx_shm_pull(struct rdmx_sw_conn *c, const struct iovec *local,
-			     int nlocal, const struct iovec *remote,
-			     int nremote)
+static ssize_t rdmx_shm_cma(struct rdmx_sw_conn *c, bool to_peer,
+			    const struct iovec *local, int nlocal,
+			    const struct iovec *remote, int nremote)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
 	ssize_t n;
 
 	if (p->peer_gone)
 		return -ESRCH;
-	n = process_vm_readv(p->peer_pid, local, (unsigned long)nlocal, remote,
-			     (unsigned long)nremote, 0);
+	n = (to_peer ? process_vm_writev : process_vm_readv)(
+		p->peer_pid, local, (unsigned long)nlocal, remote,
+		(unsigned long)nremote, 0);
 	return n < 0 ? -errno : n;
+}
+
+static ssize_t rdmx_shm_pull(struct rdmx_sw_conn *c, const struct iovec *local,
+			     int nlocal, const struct iovec *remote,
+			     int nremote)
+{
+	return rdmx_shm_cma(c, false, local, nlocal, remote, nremote);
 }
 
 static ssize_t rdmx_shm_push(struct rdmx_sw_conn *c, const struct iovec *local,
 			     int nlocal, const struct iovec *remote,
 			     int nremote)
 {
-	struct rdmx_shm_pipe *p = to_shm_pipe(c);
-	ssize_t n;
-
-	if (p->peer_gone)
-		return -ESRCH;
-	n = process_vm_writev(p->peer_pid, local, (unsigned long)nlocal, remote,
-			      (unsigned long)nremote, 0);
-	return n < 0 ? -errno : n;
+	return rdmx_shm_cma(c, true, local, nlocal, remote, nremote);
 }
 
 /* Our consumer side: ask the peer for doorbells, or let it skip them. */

@@ -14,7 +14,6 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
 	struct rdmx_sw_ctx *tctx;
-	int rc;
 
 	tctx = calloc(1, sizeof(*tctx));
 	if (!tctx)
@@ -38,13 +37,9 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 		goto err_efd;
 	}
 	if (ctx->cfg.progress_thread) {
-		rc = pthread_create(&tctx->thread, NULL, rdmx_sw_thread, tctx);
-		if (rc) {
-			errno = rc;
-			rdmx_error("pthread_create for %s progress: %m",
-				   tp->ops->name);
+		if (rdmx_thread_start(&tctx->thread, rdmx_sw_thread, tctx,
+				      tp->ops->name))
 			goto err_efd;
-		}
 		tctx->thread_running = true;
 	}
 	*priv_p = tctx;

@@ -7,7 +7,6 @@
  * target memory is touched.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -720,13 +719,9 @@ void *rdmx_sw_thread(void *arg)
 {
 	struct rdmx_sw_ctx *tctx = arg;
 	struct epoll_event ev[32];
-	sigset_t all;
 	uint64_t last;
 	int n;
 
-	/* Signals belong to the application's threads, not to ours. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
 		last = atomic_load_explicit(&tctx->app_poll_us,
 					    memory_order_relaxed);

@@ -58,7 +58,6 @@ rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	struct rdmx_verbs_ctx *v;
-	int rc;
 
 	/* Only where the kernel lacks fork-safe pinning (before 5.13). */
 	if (ibv_is_fork_initialized() == IBV_FORK_DISABLED && ibv_fork_init())
@@ -94,11 +93,9 @@ rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p)
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->chan->fd, &ev))
 		goto err_sys;
 	if (ctx->cfg.progress_thread) {
-		rc = pthread_create(&v->thread, NULL, rdmx_verbs_thread, v);
-		if (rc) {
-			errno = rc;
+		if (rdmx_thread_start(&v->thread, rdmx_verbs_thread, v,
+				      "verbs"))
 			goto err_sys;
-		}
 		v->thread_running = true;
 	}
 	rdmx_info("verbs: using %s port %u (atomics %s)", v->name,

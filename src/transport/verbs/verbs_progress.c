@@ -2,7 +2,6 @@
 /* Completions from a verbs CQ, and the progress thread. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -303,12 +302,9 @@ void *rdmx_verbs_thread(void *arg)
 {
 	struct rdmx_verbs_ctx *v = arg;
 	struct epoll_event ev[16];
-	sigset_t all;
 	uint64_t val;
 	int n, timeout;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
 		pthread_mutex_lock(&v->lock);
 		timeout = rdmx_verbs_sleep_ms(v);
