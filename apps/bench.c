@@ -43,37 +43,17 @@ struct bench_opts {
 	uint64_t size, iters, depth;
 };
 
-/* One side's data buffer: `depth` slots of `size` bytes. */
-struct bench_buf {
-	uint8_t *p;
-	size_t len;
-	struct rdmx_mr *mr;
-};
-
-static rdmx_status bench_buf_alloc(struct cli_session *s, struct bench_buf *b,
+static rdmx_status bench_buf_alloc(struct cli_session *s, struct cli_buf *b,
 				   size_t len)
 {
-	b->len = len < 8 ? 8 : len;
-	b->p = aligned_alloc(64, (b->len + 63) & ~(size_t)63);
-	if (!b->p)
-		return RDMX_ERR_NOMEM;
-	memset(b->p, 0, b->len);
-	return rdmx_mr_reg(s->ctx, b->p, b->len,
-			   RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
-				   RDMX_ACCESS_REMOTE_READ |
-				   RDMX_ACCESS_REMOTE_ATOMIC,
-			   &b->mr);
-}
-
-static void bench_buf_free(struct bench_buf *b)
-{
-	rdmx_mr_dereg(b->mr);
-	free(b->p);
-	memset(b, 0, sizeof(*b));
+	return cli_buf_alloc(
+		s, b, len,
+		RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			RDMX_ACCESS_REMOTE_READ | RDMX_ACCESS_REMOTE_ATOMIC);
 }
 
 static void bench_pack(struct cli_session *s, const struct bench_opts *o,
-		       const struct bench_buf *b)
+		       const struct cli_buf *b)
 {
 	struct rdmx_remote rem;
 
@@ -113,7 +93,7 @@ bench_spin_byte(struct cli_session *s, volatile const uint8_t *p, uint8_t v)
 /* ---- server ------------------------------------------------------------- */
 
 /* send: take every message; in latency mode answer each with one. */
-static rdmx_status bench_serve_send(struct cli_session *s, struct bench_buf *b,
+static rdmx_status bench_serve_send(struct cli_session *s, struct cli_buf *b,
 				    const struct bench_opts *o)
 {
 	uint64_t slots = o->bw ? o->depth : 1, posted = 0;
@@ -144,7 +124,7 @@ static rdmx_status bench_serve_send(struct cli_session *s, struct bench_buf *b,
 
 /* write latency: answer each WRITE with one, once its last byte lands. */
 static rdmx_status bench_serve_write_lat(struct cli_session *s,
-					 struct bench_buf *b,
+					 struct cli_buf *b,
 					 const struct bench_opts *o,
 					 const struct rdmx_remote *peer)
 {
@@ -176,7 +156,7 @@ static rdmx_status bench_serve_run(struct cli_session *s,
 	struct bench_opts o = *defaults;
 	struct rdmx_completion wc;
 	struct rdmx_remote peer;
-	struct bench_buf b = { 0 };
+	struct cli_buf b = { 0 };
 	uint64_t w0;
 	rdmx_status st;
 
@@ -209,7 +189,7 @@ static rdmx_status bench_serve_run(struct cli_session *s,
 		while (!(st = cli_next(s, &wc)) && wc.opcode != RDMX_OP_RECV)
 			if (wc.status)
 				st = wc.status;
-	bench_buf_free(&b);
+	cli_buf_free(&b);
 	return st;
 }
 
@@ -236,8 +216,8 @@ static rdmx_status bench_serve_one(struct cli_session *s, void *arg)
 /* ---- client ------------------------------------------------------------- */
 
 static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
-			      struct bench_buf *b,
-			      const struct rdmx_remote *rem, uint64_t i)
+			      struct cli_buf *b, const struct rdmx_remote *rem,
+			      uint64_t i)
 {
 	uint64_t slot = o->bw ? i % o->depth : 0;
 	struct rdmx_sge sg = { b->p + slot * o->size, (uint32_t)o->size,
@@ -291,7 +271,7 @@ static void bench_progress(uint64_t done, uint64_t total, double t0)
 
 /* Latency of iteration @i in microseconds, or < 0 on failure (st_p). */
 static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
-			     struct bench_buf *b, const struct rdmx_remote *rem,
+			     struct cli_buf *b, const struct rdmx_remote *rem,
 			     uint64_t i, rdmx_status *st_p)
 {
 	struct rdmx_sge in = { b->p, (uint32_t)o->size, b->mr };
@@ -322,7 +302,7 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 
 /* Bandwidth: keep `depth` in flight; returns elapsed microseconds. */
 static double bench_bw(struct cli_session *s, const struct bench_opts *o,
-		       struct bench_buf *b, const struct rdmx_remote *rem,
+		       struct cli_buf *b, const struct rdmx_remote *rem,
 		       rdmx_status *st_p)
 {
 	struct rdmx_completion wc[64];
@@ -478,7 +458,7 @@ static rdmx_status bench_plot(const struct bench_opts *o, const char *transport,
 static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 			     const char *transport, bool *armed)
 {
-	struct bench_buf b = { 0 };
+	struct cli_buf b = { 0 };
 	struct rdmx_completion wc;
 	struct rdmx_remote rem;
 	uint64_t warm = o->bw ? 0 : o->iters / 10;
@@ -533,7 +513,7 @@ static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 	if (!st && o->plot && n)
 		st = bench_plot(o, transport, lat, n);
 	free(lat);
-	bench_buf_free(&b);
+	cli_buf_free(&b);
 	return st;
 }
 
@@ -544,16 +524,9 @@ static int bench_client(const struct bench_opts *o)
 	bool armed = false;
 	rdmx_status st;
 
-	st = cli_session_open(&s, o->config);
-	if (!st)
-		st = cli_connect(&s, o->addr);
-	if (st) {
-		cli_session_close(&s);
-		return cli_fail("bench", "cannot connect to %s: %s", o->addr,
-				rdmx_strerror(st));
-	}
+	if (cli_client_open("bench", &s, o->config, o->addr))
+		return 1;
 	rdmx_conn_info(s.conn, &info);
-	cli_catch_signals();
 	if (!o->json && o->bw)
 		printf(" %-7s %-6s %10s %8s %6s %12s %10s\n", "transp", "op",
 		       "bytes", "iters", "depth", "msg/s", "GB/s");

@@ -178,6 +178,41 @@ rdmx_status cli_connect(struct cli_session *s, const char *addr)
 	return rdmx_connect(s->ctx, addr, &attr, 5000, &s->conn);
 }
 
+int cli_client_open(const char *cmd, struct cli_session *s, const char *config,
+		    const char *addr)
+{
+	rdmx_status st = cli_session_open(s, config);
+
+	if (!st)
+		st = cli_connect(s, addr);
+	if (st) {
+		cli_session_close(s);
+		return cli_fail(cmd, "cannot connect to %s: %s", addr,
+				rdmx_strerror(st));
+	}
+	cli_catch_signals();
+	return 0;
+}
+
+rdmx_status cli_buf_alloc(struct cli_session *s, struct cli_buf *b, size_t len,
+			  unsigned access)
+{
+	b->len = len < 8 ? 8 : len;
+	b->mr = NULL;
+	b->p = aligned_alloc(64, (b->len + 63) & ~(size_t)63);
+	if (!b->p)
+		return RDMX_ERR_NOMEM;
+	memset(b->p, 0, b->len);
+	return rdmx_mr_reg(s->ctx, b->p, b->len, access, &b->mr);
+}
+
+void cli_buf_free(struct cli_buf *b)
+{
+	rdmx_mr_dereg(b->mr);
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
 rdmx_status cli_recv_ctl(struct cli_session *s)
 {
 	struct rdmx_sge sg = { s->in, CLI_MSG, s->in_mr };

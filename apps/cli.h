@@ -65,6 +65,24 @@ rdmx_status cli_session_open(struct cli_session *s, const char *config);
 /* Closes the connection too. */
 void cli_session_close(struct cli_session *s);
 rdmx_status cli_connect(struct cli_session *s, const char *addr);
+/*
+ * A client's start: open @s with @config, connect to @addr and catch
+ * SIGINT/SIGTERM. On failure it says why ("<cmd>: cannot connect to ...")
+ * and returns 1 with @s closed.
+ */
+int cli_client_open(const char *cmd, struct cli_session *s, const char *config,
+		    const char *addr);
+
+/* A registered data buffer, zeroed, 64-byte aligned, at least 8 bytes. */
+struct cli_buf {
+	uint8_t *p;
+	size_t len;
+	struct rdmx_mr *mr;
+};
+
+rdmx_status cli_buf_alloc(struct cli_session *s, struct cli_buf *b, size_t len,
+			  unsigned access);
+void cli_buf_free(struct cli_buf *b);
 /* Post a RECV for the next control message into s->in. */
 rdmx_status cli_recv_ctl(struct cli_session *s);
 /* SEND s->out (@len bytes) and wait for its completion. */
@@ -106,6 +124,8 @@ static inline uint64_t cli_get64(const uint8_t *p)
 
 /* Subcommands. */
 int cli_demo(int argc, char **argv);
+/* rdmx demo lambda, in its own file. */
+int cli_lambda(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 /* rdmx info's RDMA part; returns the number of problems found. */
 int cli_info_verbs(void);

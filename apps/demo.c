@@ -40,13 +40,6 @@ struct demo_hello {
 	uint64_t size, iters, offset, length;
 };
 
-/* The data buffer of a session. */
-struct demo_buf {
-	uint8_t *p;
-	size_t len;
-	struct rdmx_mr *mr;
-};
-
 static uint8_t demo_byte(uint64_t seed, uint64_t j)
 {
 	return (uint8_t)(seed * 31 + j * 7 + (j >> 8) + 13);
@@ -65,23 +58,6 @@ static bool demo_check(const uint8_t *p, size_t len, uint64_t seed,
 		if (p[j] != demo_byte(seed, off + j))
 			return false;
 	return true;
-}
-
-static rdmx_status demo_buf_alloc(struct cli_session *s, struct demo_buf *b,
-				  size_t len, unsigned access)
-{
-	b->len = len;
-	b->p = calloc(1, len ? len : 1);
-	if (!b->p)
-		return RDMX_ERR_NOMEM;
-	return rdmx_mr_reg(s->ctx, b->p, len, access, &b->mr);
-}
-
-static void demo_buf_free(struct demo_buf *b)
-{
-	rdmx_mr_dereg(b->mr);
-	free(b->p);
-	memset(b, 0, sizeof(*b));
 }
 
 /* ---- server ------------------------------------------------------------- */
@@ -103,7 +79,7 @@ static const char *demo_validate(const struct demo_opts *o,
 }
 
 /* Answer the hello: status 0 and our buffer's descriptor, or 1 and why. */
-static rdmx_status demo_reply(struct cli_session *s, const struct demo_buf *b,
+static rdmx_status demo_reply(struct cli_session *s, const struct cli_buf *b,
 			      const char *why)
 {
 	struct rdmx_remote rem = { 0 };
@@ -118,7 +94,7 @@ static rdmx_status demo_reply(struct cli_session *s, const struct demo_buf *b,
 	return cli_send_ctl(s, CLI_MSG);
 }
 
-static rdmx_status demo_serve_echo(struct cli_session *s, struct demo_buf *b,
+static rdmx_status demo_serve_echo(struct cli_session *s, struct cli_buf *b,
 				   const struct demo_hello *h)
 {
 	size_t half = b->len / 2;
@@ -151,7 +127,7 @@ static rdmx_status demo_serve_echo(struct cli_session *s, struct demo_buf *b,
 }
 
 static rdmx_status demo_serve_write(struct cli_session *s,
-				    const struct demo_buf *b,
+				    const struct cli_buf *b,
 				    const struct demo_hello *h)
 {
 	struct rdmx_sge ack = { s->out, 8, s->out_mr };
@@ -178,7 +154,7 @@ static rdmx_status demo_serve_write(struct cli_session *s,
 	return st;
 }
 
-static rdmx_status demo_serve_mode(struct cli_session *s, struct demo_buf *b,
+static rdmx_status demo_serve_mode(struct cli_session *s, struct cli_buf *b,
 				   const struct demo_opts *o,
 				   const struct demo_hello *h)
 {
@@ -187,20 +163,20 @@ static rdmx_status demo_serve_mode(struct cli_session *s, struct demo_buf *b,
 
 	switch (o->mode) {
 	case DEMO_SEND:
-		st = demo_buf_alloc(s, b, 2 * h->size, RDMX_ACCESS_LOCAL_WRITE);
+		st = cli_buf_alloc(s, b, 2 * h->size, RDMX_ACCESS_LOCAL_WRITE);
 		if (!st)
 			st = demo_reply(s, b, NULL);
 		return st ? st : demo_serve_echo(s, b, h);
 	case DEMO_WRITE:
-		st = demo_buf_alloc(s, b, h->size,
-				    RDMX_ACCESS_LOCAL_WRITE |
-					    RDMX_ACCESS_REMOTE_WRITE);
+		st = cli_buf_alloc(s, b, h->size,
+				   RDMX_ACCESS_LOCAL_WRITE |
+					   RDMX_ACCESS_REMOTE_WRITE);
 		if (!st)
 			st = demo_reply(s, b, NULL);
 		return st ? st : demo_serve_write(s, b, h);
 	case DEMO_READ:
-		st = demo_buf_alloc(s, b, h->offset + h->length,
-				    RDMX_ACCESS_REMOTE_READ);
+		st = cli_buf_alloc(s, b, h->offset + h->length,
+				   RDMX_ACCESS_REMOTE_READ);
 		if (st)
 			return st;
 		demo_fill(b->p, b->len, 0, 0);
@@ -217,7 +193,7 @@ static rdmx_status demo_serve_mode(struct cli_session *s, struct demo_buf *b,
 static rdmx_status demo_serve_one(struct cli_session *s, void *arg)
 {
 	const struct demo_opts *o = arg;
-	struct demo_buf b = { 0 };
+	struct cli_buf b = { 0 };
 	struct demo_hello h;
 	struct rdmx_completion wc;
 	const char *why;
@@ -247,7 +223,7 @@ static rdmx_status demo_serve_one(struct cli_session *s, void *arg)
 		       " B, all bytes verified\n",
 		       demo_names[o->mode], h.iters,
 		       o->mode == DEMO_READ ? h.length : h.size);
-	demo_buf_free(&b);
+	cli_buf_free(&b);
 	return st;
 }
 
@@ -270,7 +246,7 @@ static int demo_server(const struct demo_opts *o)
 /* ---- client ------------------------------------------------------------- */
 
 /* One timed iteration; returns its latency in microseconds. */
-static double demo_iter(struct cli_session *s, struct demo_buf *b,
+static double demo_iter(struct cli_session *s, struct cli_buf *b,
 			const struct demo_opts *o,
 			const struct rdmx_remote *rem, uint64_t i,
 			rdmx_status *st_p)
@@ -362,7 +338,7 @@ static void demo_row(const struct demo_opts *o, const char *transport,
 static int demo_client(const struct demo_opts *o)
 {
 	struct rdmx_conn_info info = { .transport = "-" };
-	struct demo_buf b = { 0 };
+	struct cli_buf b = { 0 };
 	struct rdmx_remote rem;
 	struct cli_session s;
 	char why[128] = "";
@@ -374,23 +350,17 @@ static int demo_client(const struct demo_opts *o)
 		return cli_fail("demo",
 				"out of memory for %" PRIu64 " iterations",
 				o->iters);
-	st = cli_session_open(&s, o->config);
-	if (!st)
-		st = cli_connect(&s, o->addr);
-	if (st) {
-		cli_session_close(&s);
+	if (cli_client_open("demo", &s, o->config, o->addr)) {
 		free(lat);
-		return cli_fail("demo", "cannot connect to %s: %s", o->addr,
-				rdmx_strerror(st));
+		return 1;
 	}
 	rdmx_conn_info(s.conn, &info);
-	cli_catch_signals();
 	st = demo_hello(&s, o, &rem, why, sizeof(why));
 	if (!st)
-		st = demo_buf_alloc(&s, &b,
-				    2 * (o->mode == DEMO_READ ? o->length
-							      : o->size),
-				    RDMX_ACCESS_LOCAL_WRITE);
+		st = cli_buf_alloc(&s, &b,
+				   2 * (o->mode == DEMO_READ ? o->length
+							     : o->size),
+				   RDMX_ACCESS_LOCAL_WRITE);
 	while (!st && n < o->iters && !cli_stop)
 		lat[n] = demo_iter(&s, &b, o, &rem, n, &st), n += !st;
 	if (!st && o->mode == DEMO_READ)
@@ -402,7 +372,7 @@ static int demo_client(const struct demo_opts *o)
 	demo_row(o, info.transport, lat, n, st ? why : "ok, bytes verified");
 	rdmx_conn_close(s.conn);
 	s.conn = NULL;
-	demo_buf_free(&b);
+	cli_buf_free(&b);
 	cli_session_close(&s);
 	free(lat);
 	return st ? 1 : 0;
@@ -413,11 +383,13 @@ static int demo_client(const struct demo_opts *o)
 static void demo_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmx demo send|write|read [HOST][:PORT] [options]\n"
+		"usage: rdmx demo send|write|read|lambda [HOST][:PORT] [options]\n"
 		"  Without HOST, serve on PORT (default 18515); with HOST, connect.\n"
 		"  send   messages, echoed back by the server\n"
 		"  write  WRITE-with-immediate; the immediate carries the length\n"
 		"  read   READ of [offset, offset + length) of the server's buffer\n"
+		"  lambda a function shipped to the server and run there, in a\n"
+		"         sandbox (rdmx demo lambda --help)\n"
 		"options:\n"
 		"  -s, --size N      message size for send and write (default 4096)\n"
 		"  -n, --iters N     iterations (default 1000)\n"
@@ -455,8 +427,8 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 			o->mode = (enum demo_mode)m;
 	if (!o->mode)
 		return cli_fail("demo",
-				"unknown mode '%s' (expected send, write "
-				"or read; lambda comes later)",
+				"unknown mode '%s' (expected send, write, "
+				"read or lambda)",
 				argv[1]);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "s:n:o:l:c:h", lo, NULL)) != -1) {
@@ -510,7 +482,11 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 int cli_demo(int argc, char **argv)
 {
 	struct demo_opts o;
-	int rc = demo_parse(argc, argv, &o);
+	int rc;
+
+	if (argc >= 2 && !strcmp(argv[1], "lambda"))
+		return cli_lambda(argc, argv);
+	rc = demo_parse(argc, argv, &o);
 
 	if (rc)
 		return rc < 0 ? 0 : rc;

@@ -10,7 +10,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rdmx <command> [options]\n"
 		"commands:\n"
-		"  demo send|write|read [HOST][:PORT]   the RDMA communication modes\n"
+		"  demo send|write|read|lambda [HOST][:PORT]\n"
+		"                                       the RDMA communication modes\n"
 		"  bench [HOST][:PORT]                  latency and bandwidth, as perftest\n"
 		"  info [--config] [--peer HOST:PORT]   transports, configuration, choice\n"
 		"  version                              print the version\n"

@@ -11,6 +11,8 @@ pkgs=(
 	clang libclang-rt-14-dev           # libFuzzer and sanitizer runtimes
 	iproute2                           # network-namespace tests
 	valgrind                           # leak check of a server's shutdown
+	liblua5.4-dev                      # lambda demo: sandboxed Lua 5.4
+	libmicrohttpd-dev                  # --metrics: Prometheus endpoint
 	libibverbs-dev librdmacm-dev       # the verbs transport
 	rdma-core ibverbs-providers        # its providers (rxe, siw) at run time
 )

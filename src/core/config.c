@@ -99,6 +99,20 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(progress_idle_after_us),
 	  "While a caller spins on rdmx_poll, the progress thread stays out "
 	  "of its way until it has been quiet this long; 0 never." },
+	{ "lambda.native_dir", "", RDMX_CFG_STRING, 0, 0, NULL,
+	  RDMX_CFG_FIELD(lambda_native_dir),
+	  "rdmx demo lambda server: the directory of shared libraries whose "
+	  "rdmx_lambda_* functions clients may call; empty: none." },
+	{ "lambda.instructions", "10000000", RDMX_CFG_UINT, 1000,
+	  1000000000000ull, NULL, RDMX_CFG_FIELD(lambda_instructions),
+	  "rdmx demo lambda server: Lua VM instructions one call may run." },
+	{ "lambda.memory", "64m", RDMX_CFG_UINT, 65536, 1ull << 34, NULL,
+	  RDMX_CFG_FIELD(lambda_memory),
+	  "rdmx demo lambda server: bytes one call's Lua state may hold." },
+	{ "lambda.time_limit", "1s", RDMX_CFG_TIME_MS, 1, 600000, NULL,
+	  RDMX_CFG_FIELD(lambda_time_limit_ms),
+	  "rdmx demo lambda server: wall clock one call may take; the "
+	  "process running it is killed after." },
 };
 
 #define RDMX_CONFIG_NROWS                                                      \

@@ -35,6 +35,12 @@ struct rdmx_config {
 	bool progress_thread;
 	uint64_t progress_wait_spin_us;
 	uint64_t progress_idle_after_us;
+	/* Read by `rdmx demo lambda`'s server, not by the library: kept here
+	 * so one file and one RDMX_* convention configure everything. */
+	char lambda_native_dir[RDMX_CONFIG_STR_MAX];
+	uint64_t lambda_instructions;
+	uint64_t lambda_memory;
+	uint64_t lambda_time_limit_ms;
 };
 
 enum rdmx_config_source {

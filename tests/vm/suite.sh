@@ -86,6 +86,24 @@ done
 RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
 	"$rdmx" info --peer "10.99.2.1:$port" 2>/dev/null || true
 
+echo "== demo lambda over verbs: the result RDMA-written into the client's buffer"
+RDMX_TRANSPORT=verbs RDMX_LAMBDA_TIME_LIMIT=60s "$rdmx" demo lambda :0 >/tmp/l-srv 2>&1 &
+lsrv=$!
+lport=$(port_of /tmp/l-srv)
+lcall() { RDMX_TRANSPORT=verbs "$rdmx" demo lambda "$RDMX_RXE_ADDR:$lport" "$@"; }
+if [ "$(lcall -f examples/lambda/primes.lua -i 10000 2>&1)" = 1229 ] &&
+	lcall -f examples/lambda/limits/forever.lua 2>&1 | grep -q "instruction budget" &&
+	[ "$(lcall -e 'return ("v"):rep(100000)' -r 200k 2>&1 | wc -c)" = 100000 ]; then
+	echo "verbs.lambda: [ OK ] primes, a runaway stopped, a 100 KB result"
+	pass=$((pass + 1))
+else
+	echo "verbs.lambda: [ FAILED ]"
+	cat /tmp/l-srv
+	fail=$((fail + 1))
+fi
+kill -TERM $lsrv 2>/dev/null
+wait $lsrv
+
 echo "== verbs.gid_index picks the GID; one without an address is refused"
 RDMX_TRANSPORT=verbs "$rdmx" bench :0 >/tmp/g-srv 2>&1 &
 gsrv=$!

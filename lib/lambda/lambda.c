@@ -1,0 +1,552 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/lambda - the sandbox. The parent forks one child per call and waits
+ * on a pipe for its one answer: a status, a length and the bytes (result or
+ * message). Every limit ends the child from inside (the hook or the
+ * allocator writes the answer and _exit()s), so no pcall in the lambda can
+ * catch it; the parent kills a child that misses the wall clock anyway.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "lambda.h"
+#include "rdmx_lambda.h"
+
+#define LAMBDA_HOOK_EVERY 1000
+#define LAMBDA_NAME_MAX 64
+#define LAMBDA_MSG_MAX 512
+/* Past the limit the child gets this long to notice by itself. */
+#define LAMBDA_GRACE_MS 100
+
+struct lambda_natives {
+	char dir[256];
+	void **libs;
+	size_t n;
+};
+
+static uint64_t lambda_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+const char *lambda_status_str(enum lambda_status st)
+{
+	static const char *const names[] = {
+		[LAMBDA_OK] = "ok",
+		[LAMBDA_ERROR] = "error",
+		[LAMBDA_INSTRUCTIONS] = "instruction budget exceeded",
+		[LAMBDA_MEMORY] = "memory cap exceeded",
+		[LAMBDA_TIME] = "wall-clock limit exceeded",
+		[LAMBDA_TOO_LARGE] = "result too large",
+		[LAMBDA_NO_FUNCTION] = "no such function",
+		[LAMBDA_CRASHED] = "crashed",
+	};
+
+	return (unsigned)st < sizeof(names) / sizeof(names[0]) ? names[st]
+							       : "unknown";
+}
+
+/* ---- the child ---------------------------------------------------------- */
+
+struct lambda_child {
+	int fd; /* the pipe to the parent */
+	const struct lambda_limits *lim;
+	uint64_t used, steps, deadline_ms;
+};
+
+static void lambda_write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+
+	while (len) {
+		ssize_t n = write(fd, c, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(1);
+		c += n;
+		len -= (size_t)n;
+	}
+}
+
+/* The child's one answer; then it is gone. */
+static _Noreturn void lambda_reply(int fd, enum lambda_status st, const void *p,
+				   size_t len)
+{
+	uint32_t hdr[2] = { (uint32_t)st, (uint32_t)len };
+
+	lambda_write_all(fd, hdr, sizeof(hdr));
+	lambda_write_all(fd, p, len);
+	_exit(0);
+}
+
+static _Noreturn __attribute__((format(printf, 3, 4))) void
+lambda_replyf(int fd, enum lambda_status st, const char *fmt, ...)
+{
+	char msg[LAMBDA_MSG_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	lambda_reply(fd, st, msg,
+		     n < 0		       ? 0
+		     : (size_t)n < sizeof(msg) ? (size_t)n
+					       : sizeof(msg) - 1);
+}
+
+/* Lua's allocator, with the cap: going over it ends the call. */
+static void *lambda_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	struct lambda_child *c = ud;
+	size_t old = ptr ? osize : 0;
+	void *p;
+
+	if (nsize == 0) {
+		free(ptr);
+		c->used -= old;
+		return NULL;
+	}
+	if (nsize > old && c->used + (nsize - old) > c->lim->memory)
+		lambda_replyf(c->fd, LAMBDA_MEMORY,
+			      "memory cap of %" PRIu64 " bytes exceeded",
+			      c->lim->memory);
+	p = realloc(ptr, nsize);
+	if (p)
+		c->used = c->used - old + nsize;
+	return p;
+}
+
+static void lambda_hook(lua_State *L, lua_Debug *ar)
+{
+	struct lambda_child *c;
+
+	(void)ar;
+	lua_getallocf(L, (void **)&c);
+	c->steps += LAMBDA_HOOK_EVERY;
+	if (c->steps > c->lim->instructions)
+		lambda_replyf(c->fd, LAMBDA_INSTRUCTIONS,
+			      "instruction budget of %" PRIu64 " exceeded",
+			      c->lim->instructions);
+	if (lambda_now_ms() > c->deadline_ms)
+		lambda_replyf(c->fd, LAMBDA_TIME,
+			      "wall-clock limit of %" PRIu64 " ms exceeded",
+			      c->lim->time_ms);
+}
+
+/* Only what cannot reach outside the state: no io, os, package, debug. */
+static void lambda_open_sandbox(lua_State *L)
+{
+	static const luaL_Reg libs[] = {
+		{ LUA_GNAME, luaopen_base },
+		{ LUA_TABLIBNAME, luaopen_table },
+		{ LUA_STRLIBNAME, luaopen_string },
+		{ LUA_MATHLIBNAME, luaopen_math },
+		{ LUA_UTF8LIBNAME, luaopen_utf8 },
+		{ LUA_COLIBNAME, luaopen_coroutine },
+		{ NULL, NULL },
+	};
+	/* Base functions that load code or reach the server's stdout. */
+	static const char *const removed[] = { "dofile", "loadfile", "load",
+					       "print", NULL };
+
+	for (const luaL_Reg *l = libs; l->name; l++) {
+		luaL_requiref(L, l->name, l->func, 1);
+		lua_pop(L, 1);
+	}
+	for (int i = 0; removed[i]; i++) {
+		lua_pushnil(L);
+		lua_setglobal(L, removed[i]);
+	}
+	/* Bytecode is never loaded; do not make it either. */
+	lua_getglobal(L, LUA_STRLIBNAME);
+	lua_pushnil(L);
+	lua_setfield(L, -2, "dump");
+	lua_pop(L, 1);
+}
+
+static const char *lambda_lua_msg(lua_State *L)
+{
+	int t = lua_type(L, -1);
+
+	if (t == LUA_TSTRING || t == LUA_TNUMBER)
+		return lua_tostring(L, -1);
+	return lua_pushfstring(L, "(error object is a %s value)",
+			       lua_typename(L, t));
+}
+
+static _Noreturn void lambda_child_lua(struct lambda_child *c,
+				       const struct lambda_call *call)
+{
+	lua_State *L = lua_newstate(lambda_alloc, c);
+	const char *res;
+	size_t len = 0;
+	int t;
+
+	if (!L)
+		lambda_replyf(c->fd, LAMBDA_MEMORY,
+			      "cannot create a Lua state");
+	lambda_open_sandbox(L);
+	lua_sethook(L, lambda_hook, LUA_MASKCOUNT, LAMBDA_HOOK_EVERY);
+	/* "t": text only. Crafted bytecode can break the VM's invariants. */
+	if (luaL_loadbufferx(L, call->code, call->code_len, "=lambda", "t"))
+		lambda_replyf(c->fd, LAMBDA_ERROR, "%s", lambda_lua_msg(L));
+	lua_pushlstring(L, call->input, call->input_len);
+	if (lua_pcall(L, 1, 1, 0))
+		lambda_replyf(c->fd, LAMBDA_ERROR, "%s", lambda_lua_msg(L));
+	t = lua_type(L, -1);
+	if (t != LUA_TNIL && t != LUA_TSTRING && t != LUA_TNUMBER)
+		lambda_replyf(c->fd, LAMBDA_ERROR,
+			      "the lambda returned a %s; return a string, a "
+			      "number or nothing",
+			      lua_typename(L, t));
+	res = t == LUA_TNIL ? "" : lua_tolstring(L, -1, &len);
+	if (len > call->out_max)
+		lambda_replyf(c->fd, LAMBDA_TOO_LARGE,
+			      "a result of %zu bytes does not fit the "
+			      "client's %zu-byte buffer",
+			      len, call->out_max);
+	lambda_reply(c->fd, LAMBDA_OK, res, len);
+}
+
+/* The child has its own copy of call->out to write into. */
+static _Noreturn void lambda_child_native(struct lambda_child *c,
+					  rdmx_lambda_fn *fn,
+					  const struct lambda_call *call)
+{
+	char *out = call->out;
+	size_t len = call->out_max;
+
+	if (fn(call->input, call->input_len, out, &len)) {
+		size_t room = call->out_max < LAMBDA_MSG_MAX ? call->out_max
+							     : LAMBDA_MSG_MAX;
+
+		lambda_replyf(c->fd, LAMBDA_ERROR, "%.*s",
+			      (int)strnlen(out, room), out);
+	}
+	if (len > call->out_max)
+		lambda_replyf(c->fd, LAMBDA_TOO_LARGE,
+			      "the native function claims %zu bytes of a "
+			      "%zu-byte buffer",
+			      len, call->out_max);
+	lambda_reply(c->fd, LAMBDA_OK, out, len);
+}
+
+/* ---- native functions --------------------------------------------------- */
+
+static bool lambda_others_write(const struct stat *sb)
+{
+	return sb->st_mode & (S_IWGRP | S_IWOTH);
+}
+
+static int lambda_natives_load(struct lambda_natives *nat, DIR *d, char *why,
+			       size_t why_len)
+{
+	struct dirent *e;
+
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		char path[sizeof(nat->dir) + 256];
+		struct stat sb;
+		void *h, **libs;
+
+		if (len < 4 || strcmp(e->d_name + len - 3, ".so"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", nat->dir, e->d_name);
+		if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		if (lambda_others_write(&sb)) {
+			snprintf(why, why_len,
+				 "%s is writable by others than its owner; "
+				 "refusing to load it",
+				 path);
+			return -1;
+		}
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			snprintf(why, why_len, "cannot load %s: %s", path,
+				 dlerror());
+			return -1;
+		}
+		libs = realloc(nat->libs, (nat->n + 1) * sizeof(*libs));
+		if (!libs) {
+			dlclose(h);
+			snprintf(why, why_len, "out of memory");
+			return -1;
+		}
+		nat->libs = libs;
+		nat->libs[nat->n++] = h;
+	}
+	return 0;
+}
+
+int lambda_natives_open(const char *dir, struct lambda_natives **nat_p,
+			char *why, size_t why_len)
+{
+	struct lambda_natives *nat;
+	struct stat sb;
+	DIR *d;
+	int rc;
+
+	*nat_p = NULL;
+	if (strlen(dir) >= sizeof(nat->dir)) {
+		snprintf(why, why_len, "native directory name too long");
+		return -1;
+	}
+	if (stat(dir, &sb)) {
+		snprintf(why, why_len, "native directory %s: %s", dir,
+			 strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		snprintf(why, why_len, "native directory %s: not a directory",
+			 dir);
+		return -1;
+	}
+	if (lambda_others_write(&sb)) {
+		snprintf(why, why_len,
+			 "native directory %s is writable by others than its "
+			 "owner; an allowlist must not be",
+			 dir);
+		return -1;
+	}
+	d = opendir(dir);
+	nat = calloc(1, sizeof(*nat));
+	if (!d || !nat) {
+		snprintf(why, why_len, "cannot read %s: %s", dir,
+			 strerror(errno));
+		if (d)
+			closedir(d);
+		free(nat);
+		return -1;
+	}
+	snprintf(nat->dir, sizeof(nat->dir), "%s", dir);
+	rc = lambda_natives_load(nat, d, why, why_len);
+	closedir(d);
+	if (rc) {
+		lambda_natives_close(nat);
+		return -1;
+	}
+	*nat_p = nat;
+	return 0;
+}
+
+void lambda_natives_close(struct lambda_natives *nat)
+{
+	if (!nat)
+		return;
+	for (size_t i = 0; i < nat->n; i++)
+		dlclose(nat->libs[i]);
+	free(nat->libs);
+	free(nat);
+}
+
+size_t lambda_natives_count(const struct lambda_natives *nat)
+{
+	return nat ? nat->n : 0;
+}
+
+static rdmx_lambda_fn *lambda_native_find(const struct lambda_natives *nat,
+					  const char *name, size_t len,
+					  char *why, size_t why_len)
+{
+	char sym[sizeof(RDMX_LAMBDA_SYMBOL_PREFIX) + LAMBDA_NAME_MAX];
+
+	if (!len || len > LAMBDA_NAME_MAX) {
+		snprintf(why, why_len,
+			 "a native function name has 1 to %d characters",
+			 LAMBDA_NAME_MAX);
+		return NULL;
+	}
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)name[i]) && name[i] != '_') {
+			snprintf(why, why_len,
+				 "'%.*s' is not a function name (letters, "
+				 "digits and _ only)",
+				 (int)len, name);
+			return NULL;
+		}
+	if (!nat || !nat->n) {
+		snprintf(why, why_len,
+			 "this server has no native functions (config key "
+			 "lambda.native_dir)");
+		return NULL;
+	}
+	snprintf(sym, sizeof(sym), RDMX_LAMBDA_SYMBOL_PREFIX "%.*s", (int)len,
+		 name);
+	for (size_t i = 0; i < nat->n; i++) {
+		void *p = dlsym(nat->libs[i], sym);
+
+		if (p)
+			return (rdmx_lambda_fn *)p;
+	}
+	snprintf(why, why_len, "no native function '%.*s' in %s", (int)len,
+		 name, nat->dir);
+	return NULL;
+}
+
+/* ---- the parent --------------------------------------------------------- */
+
+/* Read exactly @len bytes by @deadline_ms: 1 done, 0 EOF, -1 timeout. */
+static int lambda_read(int fd, void *p, size_t len, uint64_t deadline_ms)
+{
+	char *c = p;
+
+	while (len) {
+		uint64_t now = lambda_now_ms();
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+		int rc;
+
+		if (now >= deadline_ms)
+			return -1;
+		rc = poll(&pfd, 1, (int)(deadline_ms - now));
+		if (rc < 0 && errno != EINTR)
+			return 0;
+		if (rc <= 0)
+			continue;
+		n = read(fd, c, len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return 0;
+		c += n;
+		len -= (size_t)n;
+	}
+	return 1;
+}
+
+static enum lambda_status lambda_died(pid_t pid, char *why, size_t why_len)
+{
+	int ws = 0;
+
+	waitpid(pid, &ws, 0);
+	if (WIFSIGNALED(ws))
+		snprintf(why, why_len, "the lambda's process died of %s",
+			 strsignal(WTERMSIG(ws)));
+	else
+		snprintf(why, why_len,
+			 "the lambda's process exited (%d) without an answer",
+			 WEXITSTATUS(ws));
+	return LAMBDA_CRASHED;
+}
+
+static enum lambda_status
+lambda_collect(int fd, pid_t pid, const struct lambda_limits *lim,
+	       uint64_t deadline_ms, const struct lambda_call *call,
+	       size_t *out_len_p, char *why, size_t why_len)
+{
+	char msg[LAMBDA_MSG_MAX];
+	uint32_t hdr[2];
+	int rc;
+
+	rc = lambda_read(fd, hdr, sizeof(hdr), deadline_ms);
+	if (rc > 0 && hdr[0] == LAMBDA_OK && hdr[1] <= call->out_max)
+		rc = lambda_read(fd, call->out, hdr[1], deadline_ms);
+	else if (rc > 0 && hdr[0] != LAMBDA_OK && hdr[1] < sizeof(msg))
+		rc = lambda_read(fd, msg, hdr[1], deadline_ms);
+	else if (rc > 0)
+		rc = 0; /* not an answer the child can give */
+	if (rc < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		snprintf(why, why_len,
+			 "wall-clock limit of %" PRIu64 " ms exceeded (the "
+			 "lambda's process was killed)",
+			 lim->time_ms);
+		return LAMBDA_TIME;
+	}
+	if (rc == 0)
+		return lambda_died(pid, why, why_len);
+	waitpid(pid, NULL, 0);
+	if (hdr[0] == LAMBDA_OK) {
+		*out_len_p = hdr[1];
+		return LAMBDA_OK;
+	}
+	snprintf(why, why_len, "%.*s", (int)hdr[1], msg);
+	return hdr[0] <= LAMBDA_CRASHED ? (enum lambda_status)hdr[0]
+					: LAMBDA_CRASHED;
+}
+
+enum lambda_status lambda_run(const struct lambda_limits *lim,
+			      const struct lambda_natives *nat,
+			      const struct lambda_call *call, size_t *out_len_p,
+			      char *why, size_t why_len)
+{
+	rdmx_lambda_fn *fn = NULL;
+	uint64_t start = lambda_now_ms();
+	struct lambda_child c = { .lim = lim };
+	enum lambda_status st;
+	int fds[2];
+	pid_t pid;
+
+	*out_len_p = 0;
+	if (why_len)
+		why[0] = '\0';
+	if (call->kind == LAMBDA_NATIVE) {
+		fn = lambda_native_find(nat, call->code, call->code_len, why,
+					why_len);
+		if (!fn)
+			return LAMBDA_NO_FUNCTION;
+	} else if (call->kind != LAMBDA_LUA) {
+		snprintf(why, why_len, "unknown kind of lambda %d", call->kind);
+		return LAMBDA_ERROR;
+	}
+	if (call->out_max > UINT32_MAX) {
+		snprintf(why, why_len, "result buffer over 4 GiB");
+		return LAMBDA_ERROR;
+	}
+	if (pipe2(fds, O_CLOEXEC)) {
+		snprintf(why, why_len, "cannot create a pipe: %s",
+			 strerror(errno));
+		return LAMBDA_CRASHED;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, why_len, "cannot fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return LAMBDA_CRASHED;
+	}
+	if (pid == 0) {
+		/* Ctrl-C on the terminal ends a running lambda too. */
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		close(fds[0]);
+		c.fd = fds[1];
+		c.deadline_ms = start + lim->time_ms;
+		if (fn)
+			lambda_child_native(&c, fn, call);
+		lambda_child_lua(&c, call);
+	}
+	close(fds[1]);
+	st = lambda_collect(fds[0], pid, lim,
+			    start + lim->time_ms + LAMBDA_GRACE_MS, call,
+			    out_len_p, why, why_len);
+	close(fds[0]);
+	return st;
+}

@@ -1,0 +1,59 @@
+# Helpers the command-line tests share; sourced with $rdmx set.
+# shellcheck shell=bash
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); sed 's/^/     | /' "$tmp/out" "$tmp/err" 2>/dev/null | head -20; }
+
+# Start a server command in the background, its stderr with its stdout in
+# $tmp/server (or in $server_err); sets $server, and $port once it listens.
+start() {
+	if [ -n "${server_err:-}" ]; then
+		"$@" >"$tmp/server" 2>"$server_err" &
+	else
+		"$@" >"$tmp/server" 2>&1 &
+	fi
+	server=$!
+	port=""
+	for _ in $(seq 300); do
+		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/server")
+		[ -n "$port" ] && return 0
+		sleep 0.05
+	done
+	echo "server did not start:"; cat "$tmp/server"
+	return 1
+}
+serve() { start "$rdmx" demo "$@"; }
+
+# Is $rdmx an ASan or TSan build (runtime linked in or not)?
+sanitized() { grep -qaE '__(a|t)san_init' "$rdmx"; }
+
+# run NAME EXPECTED_RC CMD...: run, keep stdout/stderr, check the exit code.
+run() {
+	local name=$1 want=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq "$want" ] || { bad "$name (exit $rc, expected $want)"; return 1; }
+}
+
+# Bad input: exit 1 and exactly one line, which names the problem.
+one_line() {
+	local name=$1 pattern=$2
+	shift 2
+	if run "$name" 1 "$@" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+		grep -q -- "$pattern" "$tmp/err"; then
+		ok "bad input, one line: $name"
+	else
+		bad "bad input: $name"
+	fi
+}
+
+# finish: the count, and the exit code.
+finish() {
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+}
