@@ -571,7 +571,11 @@ static void bench_usage(FILE *f)
 		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
 		"      --json        one JSON object on stdout\n"
 		"      --plot FILE   the latency distribution as SVG\n"
+		"options (both):\n"
 		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
+		"      --transport T auto, verbs, shm or tcp (as RDMX_TRANSPORT)\n"
+		"      --metrics ADDR:PORT  serve Prometheus /metrics and JSON\n"
+		"                    /status there (\":0\": any port, printed)\n"
 		"options (server):\n"
 		"      --once        exit after one client\n"
 		"Latency is half the round trip for send and write, the whole\n"
@@ -591,6 +595,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "config", required_argument, NULL, 'c' },
 		{ "once", no_argument, NULL, 4 },
 		{ "plot", required_argument, NULL, 5 },
+		{ "metrics", required_argument, NULL, 6 },
+		{ "transport", required_argument, NULL, 7 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -642,6 +648,20 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 5:
 			o->plot = optarg;
+			break;
+		case 6:
+			if (!cli_metrics_option("bench", optarg))
+				return 1;
+			break;
+		case 7:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
+			    strcmp(optarg, "shm") && strcmp(optarg, "verbs"))
+				return cli_fail("bench",
+						"--transport is auto, verbs, "
+						"shm or tcp, not '%s'",
+						optarg);
+			/* The same as RDMX_TRANSPORT, which it overrides. */
+			setenv("RDMX_TRANSPORT", optarg, 1);
 			break;
 		case 'h':
 			bench_usage(stdout);

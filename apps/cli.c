@@ -152,6 +152,8 @@ rdmx_status cli_session_open(struct cli_session *s, const char *config)
 	memset(s, 0, sizeof(*s));
 	st = rdmx_ctx_create(&attr, &s->ctx);
 	if (!st)
+		st = cli_metrics_start(s->ctx, &s->metrics);
+	if (!st)
 		st = rdmx_cq_create(s->ctx, &s->cq);
 	if (!st)
 		st = rdmx_mr_reg(s->ctx, s->out, CLI_MSG, 0, &s->out_mr);
@@ -165,6 +167,8 @@ void cli_session_close(struct cli_session *s)
 {
 	rdmx_conn_close(s->conn);
 	s->conn = NULL;
+	cli_metrics_stop(s->metrics); /* it reads the context */
+	s->metrics = NULL;
 	rdmx_mr_dereg(s->in_mr);
 	rdmx_mr_dereg(s->out_mr);
 	rdmx_cq_destroy(s->cq);
@@ -269,7 +273,7 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 {
 	struct rdmx_conn_attr attr = { .cq = s->cq };
 	struct rdmx_listener *lst;
-	unsigned served = 0, failed = 0, stopped = 0;
+	struct cli_counts *n = &cli_counts;
 	rdmx_status st;
 
 	addr = addr ? addr : ":18515";
@@ -290,11 +294,11 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 		s->has_early = false;
 		st = fn(s, arg);
 		if (!st) {
-			served++;
+			__atomic_add_fetch(&n->ok, 1, __ATOMIC_RELAXED);
 		} else if (cli_stop) { /* cut short by SIGINT/SIGTERM */
-			stopped++;
+			__atomic_add_fetch(&n->stopped, 1, __ATOMIC_RELAXED);
 		} else {
-			failed++;
+			__atomic_add_fetch(&n->failed, 1, __ATOMIC_RELAXED);
 			if (st != RDMX_ERR_INVALID)
 				fprintf(stderr,
 					"rdmx %s: client session failed: %s\n",
@@ -310,6 +314,6 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 	rdmx_listener_close(lst);
 	printf("rdmx %s: server done: %u sessions ok, %u failed, %u stopped by "
 	       "a signal\n",
-	       cmd, served, failed, stopped);
-	return failed ? 1 : 0;
+	       cmd, n->ok, n->failed, n->stopped);
+	return n->failed ? 1 : 0;
 }

@@ -59,6 +59,7 @@ struct cli_session {
 	/* A completion that came before the one awaited (cli_next). */
 	struct rdmx_completion early;
 	bool has_early;
+	struct cli_metrics *metrics; /* with --metrics */
 };
 
 rdmx_status cli_session_open(struct cli_session *s, const char *config);
@@ -121,6 +122,24 @@ static inline uint64_t cli_get64(const uint8_t *p)
 		v = v << 8 | p[i];
 	return v;
 }
+
+/* ---- --metrics ADDR:PORT (metrics.c) ------------------------------------ */
+
+/* cli_serve's session results, read by the metrics thread (atomics). */
+struct cli_counts {
+	unsigned ok, failed, stopped;
+};
+extern struct cli_counts cli_counts;
+
+/*
+ * The option: check @arg and remember it; the next cli_session_open
+ * serves /metrics and /status for its context (and turns the config key
+ * metrics.latency on, unless set). False (and says why) when malformed.
+ */
+bool cli_metrics_option(const char *cmd, const char *arg);
+struct cli_metrics;
+rdmx_status cli_metrics_start(struct rdmx_ctx *ctx, struct cli_metrics **m_p);
+void cli_metrics_stop(struct cli_metrics *m);
 
 /* Subcommands. */
 int cli_demo(int argc, char **argv);

@@ -398,6 +398,8 @@ static void demo_usage(FILE *f)
 		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
 		"      --once        server: exit after one client\n"
 		"      --no-header   client: print the result row only\n"
+		"      --metrics ADDR:PORT  serve Prometheus /metrics and JSON\n"
+		"                    /status there (\":0\": any port, printed)\n"
 		"  -h, --help        this text\n");
 }
 
@@ -411,6 +413,7 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 		{ "config", required_argument, NULL, 'c' },
 		{ "once", no_argument, NULL, 1 },
 		{ "no-header", no_argument, NULL, 2 },
+		{ "metrics", required_argument, NULL, 3 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -458,6 +461,10 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 			break;
 		case 2:
 			o->header = false;
+			break;
+		case 3:
+			if (!cli_metrics_option("demo", optarg))
+				return 1;
 			break;
 		case 'h':
 			demo_usage(stdout);

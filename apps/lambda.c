@@ -361,6 +361,7 @@ static void lambda_usage(FILE *f)
 		"common options:\n"
 		"  -c, --config FILE     YAML configuration (default: $RDMX_CONFIG)\n"
 		"      --once            server: exit after one client\n"
+		"      --metrics ADDR:PORT  Prometheus /metrics, JSON /status\n"
 		"  -h, --help            this text\n"
 		"Examples: examples/lambda/*.lua, examples/native/*.c\n");
 }
@@ -408,6 +409,7 @@ static int lambda_parse(int argc, char **argv, struct lambda_client *o,
 		{ "iters", required_argument, NULL, 'n' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "once", no_argument, NULL, 3 },
+		{ "metrics", required_argument, NULL, 4 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -447,6 +449,9 @@ static int lambda_parse(int argc, char **argv, struct lambda_client *o,
 			break;
 		case 3:
 			srv->once = true;
+			break;
+		case 4:
+			rc = !cli_metrics_option("demo", optarg);
 			break;
 		case 'h':
 			lambda_usage(stdout);

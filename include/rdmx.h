@@ -404,6 +404,52 @@ rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
 			       uint64_t remote_addr, uint32_t rkey,
 			       uint64_t compare, uint64_t swap, uint64_t wr_id);
 
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+
+/* Arrays below are indexed by enum rdmx_opcode (0 unused). */
+#define RDMX_STATS_OPS 9
+/* Latency buckets: upper bounds in rdmx_stats_bucket_us(), the last +Inf. */
+#define RDMX_STATS_BUCKETS 16
+#define RDMX_STATS_STATUSES 64 /* errors[-status] */
+#define RDMX_STATS_TRANSPORTS 3 /* tcp, shm, verbs */
+
+/*
+ * Counters of one context since it was created. "out": work requests this
+ * process posted (SEND, WRITE, WRITE_IMM, READ and atomics, counted when
+ * posted, bytes as posted); "in": messages it received (RECV, RECV_IMM,
+ * counted when they complete). Latency, from post to completion, is kept
+ * for signaled requests only with the config key metrics.latency on (it
+ * costs a clock read and a lock per request).
+ */
+struct rdmx_stats {
+	uint64_t ops_out[RDMX_STATS_OPS], bytes_out[RDMX_STATS_OPS];
+	uint64_t ops_in[RDMX_STATS_OPS], bytes_in[RDMX_STATS_OPS];
+	uint64_t errors[RDMX_STATS_STATUSES]; /* completions, by -status */
+	uint64_t lat_bucket[RDMX_STATS_OPS][RDMX_STATS_BUCKETS];
+	uint64_t lat_count[RDMX_STATS_OPS], lat_sum_ns[RDMX_STATS_OPS];
+	uint64_t conns_open[RDMX_STATS_TRANSPORTS];
+	uint64_t conns_total[RDMX_STATS_TRANSPORTS];
+};
+
+/* A snapshot of @ctx's counters. */
+void rdmx_ctx_stats(struct rdmx_ctx *ctx, struct rdmx_stats *stats_p);
+
+/*
+ * rdmx_stats_prometheus - @stats in the Prometheus text format, into @buf
+ * as snprintf does: returns the length the whole text needs.
+ */
+size_t rdmx_stats_prometheus(const struct rdmx_stats *stats, char *buf,
+			     size_t len);
+
+/* Upper bound of latency bucket @i in microseconds; the last is +Inf. */
+double rdmx_stats_bucket_us(int i);
+
+/* Short lower-case names: "send", "remote_access", "tcp". */
+const char *rdmx_opcode_name(enum rdmx_opcode op);
+const char *rdmx_status_name(rdmx_status status);
+const char *rdmx_transport_name(int transport);
+
 #ifdef __cplusplus
 }
 #endif

@@ -99,6 +99,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(progress_idle_after_us),
 	  "While a caller spins on rdmx_poll, the progress thread stays out "
 	  "of its way until it has been quiet this long; 0 never." },
+	{ "metrics.latency", "off", RDMX_CFG_BOOL, 0, 0, NULL,
+	  RDMX_CFG_FIELD(metrics_latency),
+	  "Keep per-operation latency histograms (rdmx_ctx_stats); costs a "
+	  "clock read and a lock per request. --metrics turns it on." },
 	{ "lambda.native_dir", "", RDMX_CFG_STRING, 0, 0, NULL,
 	  RDMX_CFG_FIELD(lambda_native_dir),
 	  "rdmx demo lambda server: the directory of shared libraries whose "

@@ -33,6 +33,7 @@ struct rdmx_config {
 	uint64_t verbs_request_timeout_ms;
 	uint64_t shm_single_copy_min;
 	bool progress_thread;
+	bool metrics_latency;
 	uint64_t progress_wait_spin_us;
 	uint64_t progress_idle_after_us;
 	/* Read by `rdmx demo lambda`'s server, not by the library: kept here

@@ -58,6 +58,7 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 	conn->ctx = ctx;
 	conn->ops = ops;
 	conn->cq = attr->cq;
+	conn->lat = NULL;
 	conn->caps = ops->caps;
 	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
 								: NULL;
@@ -100,6 +101,11 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 			 conn->info.reason);
 	}
 	conn->info = info;
+	if (rdmx_lat_create(conn)) {
+		conn->ops->conn_close(conn);
+		return RDMX_ERR_NOMEM;
+	}
+	rdmx_stats_conn(conn, 1);
 	rdmx_cq_attach(attr->cq, 1);
 	rdmx_ctx_child(ctx, &ctx->nconns, 1);
 	rdmx_info("connected %s -> %s over %s: %s", info.local_addr,
@@ -191,12 +197,16 @@ void rdmx_conn_close(struct rdmx_conn *conn)
 {
 	struct rdmx_ctx *ctx;
 	struct rdmx_cq *cq;
+	struct rdmx_lat *lat;
 
 	if (!conn)
 		return;
 	ctx = conn->ctx;
 	cq = conn->cq;
-	conn->ops->conn_close(conn);
+	lat = conn->lat;
+	rdmx_stats_conn(conn, -1);
+	conn->ops->conn_close(conn); /* its flush still uses lat */
+	rdmx_lat_destroy(lat);
 	rdmx_cq_attach(cq, -1);
 	rdmx_ctx_child(ctx, &ctx->nconns, -1);
 }
@@ -275,7 +285,15 @@ rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	if (!conn || !wr)
 		return RDMX_ERR_INVALID;
 	st = rdmx_wr_check(conn, wr);
-	return st ? st : conn->ops->post_send(conn, wr);
+	if (st)
+		return st;
+	rdmx_lat_stamp(conn, wr, 1);
+	st = conn->ops->post_send(conn, wr);
+	if (st)
+		rdmx_lat_unstamp(conn, wr, 1);
+	else
+		rdmx_stats_posted(conn, wr, 1);
+	return st;
 }
 
 rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
@@ -289,12 +307,15 @@ rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 	/* The good prefix goes; the first bad request stops the list. */
 	while (valid < n && !(bad = rdmx_wr_check(conn, &wrs[valid])))
 		valid++;
+	rdmx_lat_stamp(conn, wrs, valid);
 	if (conn->ops->post_list)
 		st = conn->ops->post_list(conn, wrs, valid, &posted);
 	else
 		while (posted < valid &&
 		       !(st = conn->ops->post_send(conn, &wrs[posted])))
 			posted++;
+	rdmx_lat_unstamp(conn, wrs + posted, valid - posted);
+	rdmx_stats_posted(conn, wrs, posted);
 	if (posted_p)
 		*posted_p = posted;
 	return st ? st : bad;

@@ -126,6 +126,8 @@ struct rdmx_ctx {
 		bool absent; /* open said RDMX_ERR_UNSUPPORTED: do not ask again
 			      */
 	} tp[RDMX_TRANSPORT_MAX];
+
+	struct rdmx_stats stats; /* relaxed atomic adds only (stats.c) */
 };
 
 /* Open (once) and return the per-context state of a transport. */
@@ -203,12 +205,30 @@ struct rdmx_conn {
 	uint64_t caps; /* RDMX_CAP_*: the transport's, less what the device
 			  lacks */
 	struct rdmx_conn_info info;
+	struct rdmx_lat *lat; /* post stamps; NULL unless metrics.latency */
 };
 
 /* Fill the base part; used by transports in conn_create. */
 void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 		    const struct rdmx_transport_ops *ops,
 		    const struct rdmx_conn_attr *attr);
+
+/* ---- statistics (stats.c) ----------------------------------------------- */
+
+/* Count requests that were posted. */
+void rdmx_stats_posted(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
+		       int n);
+/* Count a completion (from rdmx_cq_push, the connection still alive). */
+void rdmx_stats_completed(struct rdmx_ctx *ctx,
+			  const struct rdmx_completion *wc);
+/* A connection of this transport opened (+1) or closed (-1). */
+void rdmx_stats_conn(struct rdmx_conn *conn, int delta);
+/* The post-time FIFO: created with the connection, stamped before a post,
+ * the stamps of requests that were not posted taken back after. */
+rdmx_status rdmx_lat_create(struct rdmx_conn *conn);
+void rdmx_lat_destroy(struct rdmx_lat *lat);
+void rdmx_lat_stamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n);
+void rdmx_lat_unstamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n);
 
 /* Monotonic clock in microseconds. */
 uint64_t rdmx_now_us(void);

@@ -100,6 +100,7 @@ static void rdmx_cq_signal(struct rdmx_cq *cq)
 
 void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc)
 {
+	rdmx_stats_completed(cq->ctx, wc);
 	pthread_mutex_lock(&cq->lock);
 	if (cq->count == cq->cap && !rdmx_cq_grow(cq)) {
 		/* Cannot happen short of memory exhaustion; say so loudly. */

@@ -99,6 +99,57 @@ else
 	fi
 fi
 
+# --metrics: the bench server's endpoint, scraped as Prometheus would.
+http_get() { # port path
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
+	cat <&3
+	exec 3<&-
+}
+metric() { sed -n "s/^$1 \([0-9.e+-]*\)\r\?$/\1/p" "$tmp/metrics"; }
+start "$rdmx" bench :0 --metrics 127.0.0.1:0 || exit 1
+mport=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/server")
+"$rdmx" bench "127.0.0.1:$port" --op send -n 1000 -s 100 >/dev/null 2>&1
+"$rdmx" bench "127.0.0.1:$port" --op write -n 500 -s 4k --transport tcp >/dev/null 2>&1
+http_get "$mport" /metrics >"$tmp/metrics"
+http_get "$mport" /status >"$tmp/status"
+http_get "$mport" /nope >"$tmp/nope"
+recv=$(metric 'rdmx_ops_total{op="recv",dir="in"}')
+recv_bytes=$(metric 'rdmx_bytes_total{op="recv",dir="in"}')
+sends=$(metric 'rdmx_op_latency_seconds_count{op="send"}')
+inf=$(metric 'rdmx_op_latency_seconds_bucket{op="send",le="+Inf"}')
+first=$(metric 'rdmx_op_latency_seconds_bucket{op="send",le="1e-06"}')
+writes=$(metric 'rdmx_op_latency_seconds_count{op="write"}')
+if head -1 "$tmp/metrics" | grep -q "200 OK" &&
+	grep -q "^Content-Type: text/plain; version=0.0.4" "$tmp/metrics" &&
+	[ "${recv:-0}" -ge 1100 ] && [ "${recv_bytes:-0}" -ge 110000 ] &&
+	[ "${sends:-0}" -ge 1100 ] && [ "$inf" = "$sends" ] && [ "${first:-x}" -le "$inf" ] &&
+	[ "${writes:-0}" -ge 500 ] &&
+	[ "$(metric 'rdmx_connections_total{transport="shm"}')" = 1 ] &&
+	[ "$(metric 'rdmx_connections_total{transport="tcp"}')" = 1 ] &&
+	[ "$(metric 'rdmx_connections{transport="tcp"}')" = 0 ] &&
+	grep -q '^rdmx_errors_total{status="remote_access"} 0' "$tmp/metrics" &&
+	grep -q '^rdmx_cli_sessions_total{command="bench",result="ok"} 2' "$tmp/metrics"; then
+	ok "bench --metrics: Prometheus ops, bytes, latency histograms, errors, connections"
+else
+	bad "bench --metrics /metrics (recv $recv, bytes $recv_bytes, send lat $sends/$inf, write lat $writes)"
+	grep -v ' 0.\?$' "$tmp/metrics" | head -40
+fi
+if grep -q "^Content-Type: application/json" "$tmp/status" &&
+	grep -q '"sessions":{"ok":2,"failed":0,"stopped":0}' "$tmp/status" &&
+	grep -q '"connections_total":{"tcp":1,"shm":1}' "$tmp/status" &&
+	grep -q '"ops_in":{"recv":[0-9]*}' "$tmp/status" &&
+	head -1 "$tmp/nope" | grep -q "404"; then
+	ok "bench --metrics: /status as JSON, 404 elsewhere"
+else
+	bad "bench --metrics /status"
+	cat "$tmp/status" "$tmp/nope"
+fi
+kill -TERM "$server"
+wait "$server"
+one_line "bad metrics address" "--metrics expects ADDR:PORT" "$rdmx" bench :0 --metrics nowhere
+one_line "bad transport" "--transport is auto, verbs, shm or tcp" "$rdmx" bench :0 --transport ib
+
 # Which transport a peer gets, and why: shm here; tcp when forced.
 serve send :0 || exit 1
 if run "info --peer" 0 "$rdmx" info --peer "127.0.0.1:$port" &&

@@ -87,14 +87,19 @@ RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
 	"$rdmx" info --peer "10.99.2.1:$port" 2>/dev/null || true
 
 echo "== demo lambda over verbs: the result RDMA-written into the client's buffer"
-RDMX_TRANSPORT=verbs RDMX_LAMBDA_TIME_LIMIT=60s "$rdmx" demo lambda :0 >/tmp/l-srv 2>&1 &
+RDMX_TRANSPORT=verbs RDMX_LAMBDA_TIME_LIMIT=60s "$rdmx" demo lambda :0 \
+	--metrics 127.0.0.1:0 >/tmp/l-srv 2>&1 &
 lsrv=$!
 lport=$(port_of /tmp/l-srv)
 lcall() { RDMX_TRANSPORT=verbs "$rdmx" demo lambda "$RDMX_RXE_ADDR:$lport" "$@"; }
 if [ "$(lcall -f examples/lambda/primes.lua -i 10000 2>&1)" = 1229 ] &&
 	lcall -f examples/lambda/limits/forever.lua 2>&1 | grep -q "instruction budget" &&
-	[ "$(lcall -e 'return ("v"):rep(100000)' -r 200k 2>&1 | wc -c)" = 100000 ]; then
-	echo "verbs.lambda: [ OK ] primes, a runaway stopped, a 100 KB result"
+	[ "$(lcall -e 'return ("v"):rep(100000)' -r 200k 2>&1 | wc -c)" = 100000 ] &&
+	mport=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/.*|\1|p' /tmp/l-srv) &&
+	exec 3<>"/dev/tcp/127.0.0.1/$mport" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 &&
+	cat <&3 >/tmp/l-metrics && grep -q '^rdmx_connections_total{transport="verbs"} 3' /tmp/l-metrics &&
+	grep -q '^rdmx_op_latency_seconds_count{op="write"} 2' /tmp/l-metrics; then
+	echo "verbs.lambda: [ OK ] primes, a runaway stopped, a 100 KB result; metrics say verbs"
 	pass=$((pass + 1))
 else
 	echo "verbs.lambda: [ FAILED ]"

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics: per-context counters, updated with relaxed atomic adds from
+ * whichever thread posts or completes, and (metrics.latency: on) a
+ * per-connection FIFO of post times. Initiator requests complete in post
+ * order on a connection, so the oldest stamp belongs to the next
+ * successful completion; unsignaled requests get no stamp. After an error
+ * completion the rest is a flush: the stamps are dropped.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+
+static const double rdmx_bucket_us[RDMX_STATS_BUCKETS - 1] = {
+	1,   2,	   5,	 10,   20,    50,     100,     200,
+	500, 1000, 2000, 5000, 10000, 100000, 1000000,
+};
+
+struct rdmx_lat {
+	pthread_mutex_t lock;
+	uint64_t *stamp; /* ns; a ring of cap entries */
+	uint32_t cap, head, count;
+	bool broken; /* overflowed once: no more samples on this conn */
+};
+
+static void rdmx_add(uint64_t *counter, uint64_t v)
+{
+	__atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
+}
+
+static uint64_t rdmx_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double rdmx_stats_bucket_us(int i)
+{
+	if (i < 0 || i >= RDMX_STATS_BUCKETS - 1)
+		return 1.0 / 0.0;
+	return rdmx_bucket_us[i];
+}
+
+const char *rdmx_opcode_name(enum rdmx_opcode op)
+{
+	static const char *const names[RDMX_STATS_OPS] = {
+		[RDMX_OP_SEND] = "send",
+		[RDMX_OP_WRITE] = "write",
+		[RDMX_OP_WRITE_IMM] = "write_imm",
+		[RDMX_OP_READ] = "read",
+		[RDMX_OP_FETCH_ADD] = "fetch_add",
+		[RDMX_OP_CMP_SWAP] = "cmp_swap",
+		[RDMX_OP_RECV] = "recv",
+		[RDMX_OP_RECV_IMM] = "recv_imm",
+	};
+
+	return (unsigned)op < RDMX_STATS_OPS && names[op] ? names[op]
+							  : "unknown";
+}
+
+const char *rdmx_transport_name(int transport)
+{
+	static const char *const names[RDMX_STATS_TRANSPORTS] = {
+		[RDMX_TRANSPORT_TCP] = "tcp",
+		[RDMX_TRANSPORT_SHM] = "shm",
+		[RDMX_TRANSPORT_VERBS] = "verbs",
+	};
+
+	return (unsigned)transport < RDMX_STATS_TRANSPORTS ? names[transport]
+							   : "unknown";
+}
+
+static bool rdmx_is_initiator(enum rdmx_opcode op)
+{
+	return op >= RDMX_OP_SEND && op <= RDMX_OP_CMP_SWAP;
+}
+
+/* ---- counting ----------------------------------------------------------- */
+
+void rdmx_stats_posted(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
+{
+	struct rdmx_stats *s = &conn->ctx->stats;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t bytes = 0;
+
+		for (int k = 0; k < wrs[i].num_sge; k++)
+			bytes += wrs[i].sg_list[k].length;
+		rdmx_add(&s->ops_out[wrs[i].opcode], 1);
+		rdmx_add(&s->bytes_out[wrs[i].opcode], bytes);
+	}
+}
+
+static void rdmx_lat_sample(struct rdmx_stats *s, enum rdmx_opcode op,
+			    uint64_t ns)
+{
+	double us = (double)ns / 1000;
+	int b = 0;
+
+	while (b < RDMX_STATS_BUCKETS - 1 && us > rdmx_bucket_us[b])
+		b++;
+	rdmx_add(&s->lat_bucket[op][b], 1);
+	rdmx_add(&s->lat_count[op], 1);
+	rdmx_add(&s->lat_sum_ns[op], ns);
+}
+
+void rdmx_stats_completed(struct rdmx_ctx *ctx,
+			  const struct rdmx_completion *wc)
+{
+	struct rdmx_stats *s = &ctx->stats;
+	struct rdmx_lat *lat = wc->conn ? wc->conn->lat : NULL;
+
+	if (wc->status) {
+		if (-wc->status < RDMX_STATS_STATUSES)
+			rdmx_add(&s->errors[-wc->status], 1);
+	} else if (wc->opcode == RDMX_OP_RECV ||
+		   wc->opcode == RDMX_OP_RECV_IMM) {
+		rdmx_add(&s->ops_in[wc->opcode], 1);
+		rdmx_add(&s->bytes_in[wc->opcode], wc->byte_len);
+	}
+	if (!lat || !rdmx_is_initiator(wc->opcode))
+		return;
+	pthread_mutex_lock(&lat->lock);
+	if (wc->status) {
+		lat->count = 0;
+	} else if (lat->count) {
+		uint64_t t = lat->stamp[lat->head];
+
+		lat->head = (lat->head + 1) & (lat->cap - 1);
+		lat->count--;
+		rdmx_lat_sample(s, wc->opcode, rdmx_now_ns() - t);
+	}
+	pthread_mutex_unlock(&lat->lock);
+}
+
+void rdmx_stats_conn(struct rdmx_conn *conn, int delta)
+{
+	struct rdmx_stats *s = &conn->ctx->stats;
+	unsigned t = conn->ops->id;
+
+	if (t >= RDMX_STATS_TRANSPORTS)
+		return;
+	rdmx_add(&s->conns_open[t], (uint64_t)(int64_t)delta);
+	if (delta > 0)
+		rdmx_add(&s->conns_total[t], 1);
+}
+
+void rdmx_ctx_stats(struct rdmx_ctx *ctx, struct rdmx_stats *stats_p)
+{
+	const uint64_t *src = (const uint64_t *)&ctx->stats;
+	uint64_t *dst = (uint64_t *)stats_p;
+
+	for (size_t i = 0; i < sizeof(*stats_p) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+/* ---- latency stamps ----------------------------------------------------- */
+
+rdmx_status rdmx_lat_create(struct rdmx_conn *conn)
+{
+	struct rdmx_lat *lat;
+	uint32_t cap = 16;
+
+	if (!conn->ctx->cfg.metrics_latency)
+		return RDMX_OK;
+	while (cap < 2 * conn->ctx->cfg.tcp_tx_depth)
+		cap *= 2;
+	lat = calloc(1, sizeof(*lat));
+	if (!lat || !(lat->stamp = calloc(cap, sizeof(uint64_t)))) {
+		free(lat);
+		return RDMX_ERR_NOMEM;
+	}
+	pthread_mutex_init(&lat->lock, NULL);
+	lat->cap = cap;
+	conn->lat = lat;
+	return RDMX_OK;
+}
+
+void rdmx_lat_destroy(struct rdmx_lat *lat)
+{
+	if (!lat)
+		return;
+	pthread_mutex_destroy(&lat->lock);
+	free(lat->stamp);
+	free(lat);
+}
+
+void rdmx_lat_stamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
+{
+	struct rdmx_lat *lat = conn->lat;
+	uint64_t now;
+
+	if (!lat)
+		return;
+	now = rdmx_now_ns();
+	pthread_mutex_lock(&lat->lock);
+	for (int i = 0; i < n && !lat->broken; i++) {
+		if (wrs[i].flags & RDMX_WR_UNSIGNALED)
+			continue;
+		if (lat->count == lat->cap) {
+			lat->broken = true; /* cannot pair them any more */
+			lat->count = 0;
+			break;
+		}
+		lat->stamp[(lat->head + lat->count++) & (lat->cap - 1)] = now;
+	}
+	pthread_mutex_unlock(&lat->lock);
+}
+
+void rdmx_lat_unstamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
+{
+	struct rdmx_lat *lat = conn->lat;
+
+	if (!lat)
+		return;
+	pthread_mutex_lock(&lat->lock);
+	for (int i = 0; i < n && lat->count; i++)
+		if (!(wrs[i].flags & RDMX_WR_UNSIGNALED))
+			lat->count--;
+	pthread_mutex_unlock(&lat->lock);
+}
+
+/* ---- Prometheus text ---------------------------------------------------- */
+
+struct rdmx_out {
+	char *buf;
+	size_t len, need;
+};
+
+static __attribute__((format(printf, 2, 3))) void rdmx_out(struct rdmx_out *o,
+							   const char *fmt, ...)
+{
+	size_t room = o->need < o->len ? o->len - o->need : 0;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(room ? o->buf + o->need : NULL, room, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->need += (size_t)n;
+}
+
+/* A counter by op and direction: @out for initiator ops, @in for RECVs. */
+static void rdmx_prom_dir(struct rdmx_out *o, const char *metric,
+			  const char *help, const uint64_t *out,
+			  const uint64_t *in)
+{
+	rdmx_out(o, "# HELP %s %s\n# TYPE %s counter\n", metric, help, metric);
+	for (int op = 1; op < RDMX_STATS_OPS; op++) {
+		bool is_in = !rdmx_is_initiator(op);
+
+		rdmx_out(o, "%s{op=\"%s\",dir=\"%s\"} %llu\n", metric,
+			 rdmx_opcode_name(op), is_in ? "in" : "out",
+			 (unsigned long long)(is_in ? in[op] : out[op]));
+	}
+}
+
+static void rdmx_prom_latency(struct rdmx_out *o, const struct rdmx_stats *s)
+{
+	rdmx_out(o, "# HELP rdmx_op_latency_seconds From post to completion, "
+		    "signaled requests (metrics.latency: on).\n"
+		    "# TYPE rdmx_op_latency_seconds histogram\n");
+	for (int op = 1; op <= RDMX_OP_CMP_SWAP; op++) {
+		uint64_t cum = 0;
+
+		for (int b = 0; b < RDMX_STATS_BUCKETS; b++) {
+			cum += s->lat_bucket[op][b];
+			if (b < RDMX_STATS_BUCKETS - 1)
+				rdmx_out(o,
+					 "rdmx_op_latency_seconds_bucket{op="
+					 "\"%s\",le=\"%g\"} %llu\n",
+					 rdmx_opcode_name(op),
+					 rdmx_bucket_us[b] / 1e6,
+					 (unsigned long long)cum);
+			else
+				rdmx_out(o,
+					 "rdmx_op_latency_seconds_bucket{op="
+					 "\"%s\",le=\"+Inf\"} %llu\n",
+					 rdmx_opcode_name(op),
+					 (unsigned long long)cum);
+		}
+		rdmx_out(o, "rdmx_op_latency_seconds_sum{op=\"%s\"} %.9f\n",
+			 rdmx_opcode_name(op), (double)s->lat_sum_ns[op] / 1e9);
+		rdmx_out(o, "rdmx_op_latency_seconds_count{op=\"%s\"} %llu\n",
+			 rdmx_opcode_name(op),
+			 (unsigned long long)s->lat_count[op]);
+	}
+}
+
+size_t rdmx_stats_prometheus(const struct rdmx_stats *s, char *buf, size_t len)
+{
+	struct rdmx_out o = { buf, len, 0 };
+
+	if (buf && len)
+		buf[0] = '\0';
+	rdmx_prom_dir(&o, "rdmx_ops_total",
+		      "Work requests posted (out) and messages received (in).",
+		      s->ops_out, s->ops_in);
+	rdmx_prom_dir(&o, "rdmx_bytes_total",
+		      "Payload bytes posted (out) and received (in).",
+		      s->bytes_out, s->bytes_in);
+	rdmx_prom_latency(&o, s);
+	rdmx_out(&o, "# HELP rdmx_errors_total Completions with an error, by "
+		     "status.\n# TYPE rdmx_errors_total counter\n");
+	for (int i = 1; i < RDMX_STATS_STATUSES; i++)
+		if (s->errors[i] || strcmp(rdmx_status_name(-i), "unknown"))
+			rdmx_out(&o, "rdmx_errors_total{status=\"%s\"} %llu\n",
+				 rdmx_status_name(-i),
+				 (unsigned long long)s->errors[i]);
+	rdmx_out(&o, "# HELP rdmx_connections Open connections, by transport."
+		     "\n# TYPE rdmx_connections gauge\n");
+	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
+		rdmx_out(&o, "rdmx_connections{transport=\"%s\"} %llu\n",
+			 rdmx_transport_name(t),
+			 (unsigned long long)s->conns_open[t]);
+	rdmx_out(&o, "# HELP rdmx_connections_total Connections established, "
+		     "by transport.\n# TYPE rdmx_connections_total counter\n");
+	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
+		rdmx_out(&o, "rdmx_connections_total{transport=\"%s\"} %llu\n",
+			 rdmx_transport_name(t),
+			 (unsigned long long)s->conns_total[t]);
+	return o.need;
+}
