@@ -2,8 +2,8 @@
 /*
  * Configuration: one table of rows (key, default with units, bounds, doc,
  * field offset). The YAML key and the environment override come from the
- * same row: "tcp.tx_depth" <-> RDMX_TCP_TX_DEPTH. Values are read once, at
- * context create; getenv() appears nowhere else in the library.
+ * same row: "conn.max_send_wr" <-> RDMX_CONN_MAX_SEND_WR. Values are read once,
+ * at context create; getenv() appears nowhere else in the library.
  */
 #ifndef RDMX_CONFIG_H
 #define RDMX_CONFIG_H
@@ -22,8 +22,11 @@ struct rdmx_config {
 	char auth_key_file[RDMX_CONFIG_STR_MAX];
 	uint64_t handshake_timeout_ms;
 	char source_addr[RDMX_CONFIG_STR_MAX];
-	uint64_t tcp_tx_depth;
-	uint64_t tcp_rx_depth;
+	uint64_t conn_max_send_wr;
+	uint64_t conn_max_recv_wr;
+	uint64_t conn_max_sge;
+	uint64_t tcp_send_buffer;
+	uint64_t tcp_recv_buffer;
 	uint64_t tcp_user_timeout_ms;
 	uint64_t shm_ring_size;
 	char verbs_device[RDMX_CONFIG_STR_MAX];

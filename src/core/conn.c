@@ -264,7 +264,9 @@ static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 		return RDMX_ERR_UNSUPPORTED;
 	atomic = cap == RDMX_CAP_ATOMIC;
 	into_local = atomic || wr->opcode == RDMX_OP_READ;
-	st = rdmx_sge_check(wr->sg_list, wr->num_sge, into_local, &total);
+	st = rdmx_sge_check(wr->sg_list, wr->num_sge,
+			    (int)conn->ctx->cfg.conn_max_sge, into_local,
+			    &total);
 	if (st)
 		return st;
 	if (atomic && (total != 8 || (wr->remote_addr & 7))) {
@@ -331,7 +333,8 @@ rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 		return RDMX_ERR_INVALID;
 	if (!conn->ops->post_recv)
 		return RDMX_ERR_UNSUPPORTED;
-	st = rdmx_sge_check(sg, num_sge, true, &total);
+	st = rdmx_sge_check(sg, num_sge, (int)conn->ctx->cfg.conn_max_sge, true,
+			    &total);
 	if (st)
 		return st;
 	return conn->ops->post_recv(conn, sg, num_sge, wr_id);

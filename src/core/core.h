@@ -172,8 +172,8 @@ void rdmx_mr_release(struct rdmx_mr *mr);
  * rdmx_sge_check - check a local sge list: each entry inside its mr, with
  * LOCAL_WRITE when @write. Sets *total_p to the byte count.
  */
-rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, bool write,
-			   uint64_t *total_p);
+rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,
+			   bool write, uint64_t *total_p);
 
 /* ---- completion queues -------------------------------------------------- */
 

@@ -178,14 +178,14 @@ void rdmx_mr_release(struct rdmx_mr *mr)
 		atomic_fetch_sub_explicit(&mr->refs, 1, memory_order_release);
 }
 
-rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, bool write,
-			   uint64_t *total_p)
+rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,
+			   bool write, uint64_t *total_p)
 {
 	uint64_t total = 0;
 
-	if (num_sge < 0 || num_sge > RDMX_MAX_SGE || (num_sge && !sg)) {
-		rdmx_error("post: num_sge %d out of range 0..%d", num_sge,
-			   RDMX_MAX_SGE);
+	if (num_sge < 0 || num_sge > max || (num_sge && !sg)) {
+		rdmx_error("post: num_sge %d out of range 0..%d (conn.max_sge)",
+			   num_sge, max);
 		return RDMX_ERR_INVALID;
 	}
 	for (int i = 0; i < num_sge; i++) {

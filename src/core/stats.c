@@ -169,7 +169,7 @@ rdmx_status rdmx_lat_create(struct rdmx_conn *conn)
 
 	if (!conn->ctx->cfg.metrics_latency)
 		return RDMX_OK;
-	while (cap < 2 * conn->ctx->cfg.tcp_tx_depth)
+	while (cap < 2 * conn->ctx->cfg.conn_max_send_wr)
 		cap *= 2;
 	lat = calloc(1, sizeof(*lat));
 	if (!lat || !(lat->stamp = calloc(cap, sizeof(uint64_t)))) {

@@ -150,6 +150,29 @@ wait "$server"
 one_line "bad metrics address" "--metrics expects ADDR:PORT" "$rdmx" bench :0 --metrics nowhere
 one_line "bad transport" "--transport is auto, verbs, shm or tcp" "$rdmx" bench :0 --transport ib
 
+# tcp.send_buffer / tcp.recv_buffer size the server's connection socket
+# (the kernel reports twice the value).
+if command -v ss >/dev/null; then
+	RDMX_TCP_SEND_BUFFER=60000 RDMX_TCP_RECV_BUFFER=100000 \
+		start "$rdmx" bench :0 --transport tcp || exit 1
+	"$rdmx" bench "127.0.0.1:$port" --op write -n 100000000 >/dev/null 2>&1 &
+	client=$!
+	sleep 1
+	ss -tmnH state established "( sport = :$port )" >"$tmp/ss"
+	kill "$client"
+	wait "$client"
+	kill -TERM "$server"
+	wait "$server"
+	if grep -q "rb200000" "$tmp/ss" && grep -q "tb120000" "$tmp/ss"; then
+		ok "tcp.send_buffer and tcp.recv_buffer reach the socket"
+	else
+		bad "tcp socket buffers"
+		cat "$tmp/ss"
+	fi
+else
+	echo "skip tcp socket buffers: no ss"
+fi
+
 # Which transport a peer gets, and why: shm here; tcp when forced.
 serve send :0 || exit 1
 if run "info --peer" 0 "$rdmx" info --peer "127.0.0.1:$port" &&
@@ -235,14 +258,14 @@ fi
 one_line "bench unknown op" "unknown --op 'teleport'" "$rdmx" bench localhost --op teleport
 one_line "bench buffer too large" "must stay within 1g" "$rdmx" bench localhost --bw -s 64m -t 64
 
-if RDMX_TCP_TX_DEPTH=7 run "info" 0 "$rdmx" info --config &&
-	grep -qE "^tcp.tx_depth +7 +1024 +env +RDMX_TCP_TX_DEPTH" "$tmp/out"; then
+if RDMX_CONN_MAX_SEND_WR=7 run "info" 0 "$rdmx" info --config &&
+	grep -qE "^conn.max_send_wr +7 +1024 +env +RDMX_CONN_MAX_SEND_WR" "$tmp/out"; then
 	ok "info --config: value, default, source and variable"
 else
 	bad "info --config"
 fi
-if RDMX_TCP_TX_DEPTH=lots run "info bad value" 1 "$rdmx" info --config &&
-	grep -q "invalid value 'lots' for tcp.tx_depth (RDMX_TCP_TX_DEPTH)" "$tmp/err"; then
+if RDMX_CONN_MAX_SEND_WR=lots run "info bad value" 1 "$rdmx" info --config &&
+	grep -q "invalid value 'lots' for conn.max_send_wr (RDMX_CONN_MAX_SEND_WR)" "$tmp/err"; then
 	ok "info --config: an invalid value names the key and the variable"
 else
 	bad "info bad value"

@@ -123,6 +123,42 @@ static void test_send_gather_scatter(void **state)
 	pair_close(&p);
 }
 
+/* conn.max_sge: a longer list is refused on both queues; the limit works. */
+static void test_send_max_sge(void **state)
+{
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_sge s[3], r[3];
+	struct rdmx_wr wr = { .wr_id = 1,
+			      .opcode = RDMX_OP_SEND,
+			      .sg_list = s };
+
+	(void)state;
+	setenv("RDMX_CONN_MAX_SGE", "2", 1);
+	pair_open(&p);
+	unsetenv("RDMX_CONN_MAX_SGE");
+	buf_alloc(&p.c, &src, 300, 0);
+	buf_alloc(&p.s, &dst, 300, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&src, 4);
+	for (int i = 0; i < 3; i++) {
+		s[i] = sge_of(&src, (size_t)i * 100, 100);
+		r[i] = sge_of(&dst, (size_t)i * 100, 100);
+	}
+	assert_int_equal(rdmx_post_recv(p.sconn, r, 3, 1), RDMX_ERR_INVALID);
+	wr.num_sge = 3;
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_post_recv(p.sconn, r, 2, 1), RDMX_OK);
+	wr.num_sge = 2;
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_SEND);
+	assert_int_equal(expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV).byte_len,
+			 200);
+	assert_pattern(dst.p, 200, 4, 0);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 static void test_send_waits_for_recv(void **state)
 {
 	struct pair p;
@@ -202,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_send_order_10000),
 		cmocka_unit_test(test_send_sizes),
 		cmocka_unit_test(test_send_gather_scatter),
+		cmocka_unit_test(test_send_max_sge),
 		cmocka_unit_test(test_send_waits_for_recv),
 		cmocka_unit_test(test_recv_too_small),
 		cmocka_unit_test(test_recv_needs_local_write),

@@ -25,7 +25,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	unlink(path);
-	unsetenv("RDMX_TCP_TX_DEPTH");
+	unsetenv("RDMX_CONN_MAX_SEND_WR");
 	unsetenv("RDMX_PROGRESS_WAIT_SPIN");
 	unsetenv("RDMX_CONFIG");
 	return 0;
@@ -37,7 +37,7 @@ static void test_config_defaults(void **state)
 
 	(void)state;
 	assert_int_equal(rdmx_config_load(NULL, &cfg, NULL), RDMX_OK);
-	assert_int_equal(cfg.tcp_tx_depth, 1024);
+	assert_int_equal(cfg.conn_max_send_wr, 1024);
 	assert_int_equal(cfg.tcp_user_timeout_ms, 2000);
 	assert_int_equal(cfg.progress_wait_spin_us, 20);
 	assert_true(cfg.progress_thread);
@@ -47,35 +47,36 @@ static void test_config_defaults(void **state)
 static void test_config_yaml_then_env(void **state)
 {
 	struct rdmx_config cfg;
-	enum rdmx_config_source src[32];
+	enum rdmx_config_source src[64];
 
 	(void)state;
-	write_yaml("# rdmx\ntcp:\n  tx_depth: 4k\n  user_timeout: 1500ms\n"
-		   "progress:\n  thread: off\n  wait_spin: 1ms\n"
-		   "log.level: error\n");
+	write_yaml(
+		"# rdmx\nconn:\n  max_send_wr: 4k\ntcp:\n  user_timeout: 1500ms\n"
+		"progress:\n  thread: off\n  wait_spin: 1ms\n"
+		"log.level: error\n");
 	assert_int_equal(rdmx_config_load(path, &cfg, src), RDMX_OK);
-	assert_int_equal(cfg.tcp_tx_depth, 4096);
+	assert_int_equal(cfg.conn_max_send_wr, 4096);
 	assert_int_equal(cfg.tcp_user_timeout_ms, 1500);
 	assert_int_equal(cfg.progress_wait_spin_us, 1000);
 	assert_false(cfg.progress_thread);
 	/* The environment wins over the file. */
-	setenv("RDMX_TCP_TX_DEPTH", "77", 1);
+	setenv("RDMX_CONN_MAX_SEND_WR", "77", 1);
 	assert_int_equal(rdmx_config_load(path, &cfg, src), RDMX_OK);
-	assert_int_equal(cfg.tcp_tx_depth, 77);
+	assert_int_equal(cfg.conn_max_send_wr, 77);
 	for (int i = 0; i < rdmx_config_rows(); i++) {
 		const char *key, *dfl, *doc;
 		char val[64], env[64];
 
 		rdmx_config_describe(&cfg, i, &key, val, sizeof(val), &dfl,
 				     &doc, env, sizeof(env));
-		if (!strcmp(key, "tcp.tx_depth")) {
+		if (!strcmp(key, "conn.max_send_wr")) {
 			assert_int_equal(src[i], RDMX_CONFIG_ENV);
-			assert_string_equal(env, "RDMX_TCP_TX_DEPTH");
+			assert_string_equal(env, "RDMX_CONN_MAX_SEND_WR");
 			assert_string_equal(val, "77");
 		}
 		if (!strcmp(key, "tcp.user_timeout"))
 			assert_int_equal(src[i], RDMX_CONFIG_FILE);
-		if (!strcmp(key, "tcp.rx_depth"))
+		if (!strcmp(key, "conn.max_recv_wr"))
 			assert_int_equal(src[i], RDMX_CONFIG_DEFAULT);
 	}
 }
@@ -86,12 +87,12 @@ static void test_config_bad_values_fail(void **state)
 	struct rdmx_ctx *ctx = NULL;
 
 	(void)state;
-	setenv("RDMX_TCP_TX_DEPTH", "lots", 1);
+	setenv("RDMX_CONN_MAX_SEND_WR", "lots", 1);
 	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
 	assert_null(ctx);
-	setenv("RDMX_TCP_TX_DEPTH", "0", 1); /* below the bound */
+	setenv("RDMX_CONN_MAX_SEND_WR", "0", 1); /* below the bound */
 	assert_int_equal(rdmx_config_load(NULL, &cfg, NULL), RDMX_ERR_CONFIG);
-	unsetenv("RDMX_TCP_TX_DEPTH");
+	unsetenv("RDMX_CONN_MAX_SEND_WR");
 	write_yaml("tcp:\n  tx_dept: 5\n"); /* misspelt key */
 	assert_int_equal(rdmx_config_load(path, &cfg, NULL), RDMX_ERR_CONFIG);
 	write_yaml("transport: carrier-pigeon\n");

@@ -299,7 +299,7 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	pthread_mutex_lock(&c->lock);
 	if (c->dead)
 		st = RDMX_ERR_CONN_LOST;
-	else if (c->outstanding >= c->base.ctx->cfg.tcp_tx_depth)
+	else if (c->outstanding >= c->base.ctx->cfg.conn_max_send_wr)
 		st = RDMX_ERR_AGAIN;
 	if (!st) {
 		op->h.seq = c->next_seq++;
@@ -335,7 +335,7 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	pthread_mutex_lock(&c->lock);
 	if (c->dead)
 		st = RDMX_ERR_CONN_LOST;
-	else if (c->rq_count >= c->base.ctx->cfg.tcp_rx_depth)
+	else if (c->rq_count >= c->base.ctx->cfg.conn_max_recv_wr)
 		st = RDMX_ERR_AGAIN;
 	if (!st) {
 		if (c->rq_tail)

@@ -381,7 +381,8 @@ static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 		rdmx_sw_proto_fail(c, "malformed frame header");
 		return;
 	}
-	/* No peer can have more RECVs posted than its rx_depth allows. */
+	/* No peer can have more RECVs posted than its conn.max_recv_wr allows.
+	 */
 	if (c->rx_h.credits > RDMX_SW_MAX_CREDITS ||
 	    c->peer_credits > RDMX_SW_MAX_CREDITS - c->rx_h.credits) {
 		rdmx_sw_proto_fail(c, "impossible credit grant");

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <sys/socket.h>
+
 #include "tcp.h"
 
 static const struct rdmx_sw_transport rdmx_tcp_transport = {
@@ -16,7 +18,14 @@ static rdmx_status rdmx_tcp_conn_create(void *priv, int fd, bool accepting,
 					const struct rdmx_conn_attr *attr,
 					struct rdmx_conn **conn_p)
 {
+	const struct rdmx_config *cfg = &((struct rdmx_sw_ctx *)priv)->ctx->cfg;
+	int snd = (int)cfg->tcp_send_buffer, rcv = (int)cfg->tcp_recv_buffer;
+
 	(void)accepting;
+	if (snd && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd)))
+		rdmx_warn("tcp: SO_SNDBUF %d: %m", snd);
+	if (rcv && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv)))
+		rdmx_warn("tcp: SO_RCVBUF %d: %m", rcv);
 	return rdmx_sw_conn_create(priv, fd, -1, NULL, attr, conn_p);
 }
 

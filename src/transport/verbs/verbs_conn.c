@@ -89,11 +89,12 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 	struct rdmx_verbs_ctx *v = c->vctx;
 	const struct rdmx_config *cfg = &v->ctx->cfg;
 	/* One credit update in flight beside the user's work. */
-	uint32_t sq = (uint32_t)cfg->tcp_tx_depth + 2;
-	uint32_t rq = (uint32_t)cfg->tcp_rx_depth;
+	uint32_t sq = (uint32_t)cfg->conn_max_send_wr + 2;
+	uint32_t rq = (uint32_t)cfg->conn_max_recv_wr;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
-	int sge = v->attr.max_sge < RDMX_MAX_SGE ? v->attr.max_sge
-						 : RDMX_MAX_SGE;
+	int sge = v->attr.max_sge < (int)cfg->conn_max_sge
+			  ? v->attr.max_sge
+			  : (int)cfg->conn_max_sge;
 
 	if (id->verbs->device != v->dev->device) {
 		rdmx_error("verbs: %s is reached through %s, not %s "
