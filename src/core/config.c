@@ -102,6 +102,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(progress_thread),
 	  "Serve one-sided operations from a background thread; off means "
 	  "only rdmx_poll and rdmx_cq_wait drive progress." },
+	{ "progress.use_event_channel", "on", RDMX_CFG_BOOL, 0, 0, NULL,
+	  RDMX_CFG_FIELD(progress_use_event_channel),
+	  "on: rdmx_cq_wait sleeps on events after progress.wait_spin; off: "
+	  "it polls until a completion or the timeout (a core for latency)." },
 	{ "progress.wait_spin", "20us", RDMX_CFG_TIME_US, 0, 10000000, NULL,
 	  RDMX_CFG_FIELD(progress_wait_spin_us),
 	  "How long rdmx_cq_wait spins before it sleeps; waking a sleeping "

@@ -197,7 +197,9 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 
 	if (!cq)
 		return RDMX_ERR_INVALID;
-	spin = cq->ctx->cfg.progress_wait_spin_us;
+	spin = cq->ctx->cfg.progress_use_event_channel
+		       ? cq->ctx->cfg.progress_wait_spin_us
+		       : UINT64_MAX; /* polling: never sleep */
 	deadline = timeout_ms < 0 ? UINT64_MAX
 				  : start + (uint64_t)timeout_ms * 1000;
 	for (;;) {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: who serves one-sided operations: a spinning caller, then the
  * progress thread again. */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "harness.h"
@@ -65,6 +67,41 @@ static void test_progress_resumes_after_spinning_stops(void **state)
 	pair_close(&p);
 }
 
+/* CPU seconds this process used while rdmx_cq_wait timed out @ms. */
+static double cpu_while_waiting(struct rdmx_cq *cq, int ms)
+{
+	struct rusage a, b;
+
+	getrusage(RUSAGE_SELF, &a);
+	assert_int_equal(rdmx_cq_wait(cq, ms), RDMX_ERR_TIMEOUT);
+	getrusage(RUSAGE_SELF, &b);
+	return (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
+	       (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+	       (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
+	       (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+}
+
+/* progress.use_event_channel: off polls (a core busy), on sleeps. */
+static void test_progress_polling_or_events(void **state)
+{
+	struct side poll_side, event_side;
+	double polled, slept;
+
+	(void)state;
+	setenv("RDMX_PROGRESS_USE_EVENT_CHANNEL", "off", 1);
+	side_open(&poll_side);
+	unsetenv("RDMX_PROGRESS_USE_EVENT_CHANNEL");
+	side_open(&event_side);
+	polled = cpu_while_waiting(poll_side.cq, 300);
+	slept = cpu_while_waiting(event_side.cq, 300);
+	print_message("cpu over a 300 ms wait: polling %.3f s, events %.3f s\n",
+		      polled, slept);
+	assert_true(polled > 0.09); /* at least 30% of a core, if shared */
+	assert_true(slept < 0.03);
+	side_close(&poll_side);
+	side_close(&event_side);
+}
+
 static void test_progress_fd_users_are_served(void **state)
 {
 	struct pair p;
@@ -91,6 +128,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_progress_resumes_after_spinning_stops),
 		cmocka_unit_test(test_progress_fd_users_are_served),
+		cmocka_unit_test(test_progress_polling_or_events),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
