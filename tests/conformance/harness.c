@@ -78,10 +78,14 @@ struct rdmx_conn *side_connect(struct side *side, int port)
 	struct rdmx_conn *conn;
 	char addr[32];
 
+	rdmx_status st;
+
 	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
-	assert_int_equal(rdmx_connect(side->ctx, addr, &attr, T_TIMEOUT_MS,
-				      &conn),
-			 RDMX_OK);
+	st = rdmx_connect(side->ctx, addr, &attr, T_TIMEOUT_MS, &conn);
+	if (st) /* a child process's cmocka would fail without a word */
+		fprintf(stderr, "side_connect %s: %s\n", addr,
+			rdmx_strerror(st));
+	assert_int_equal(st, RDMX_OK);
 	return conn;
 }
 

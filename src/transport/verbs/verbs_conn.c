@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,56 @@ static rdmx_status rdmx_verbs_gid_source(struct rdmx_verbs_conn *c,
 	return RDMX_OK;
 }
 
+/*
+ * iWARP connects over a kernel TCP socket bound to the cm_id's port, but
+ * rdma_cm picks that port in its own port space without asking the TCP
+ * stack: one a TCP socket holds (our control connection's, say) makes
+ * rdma_connect fail with EADDRINUSE. True when @id's port is so taken.
+ */
+static bool rdmx_verbs_port_taken(struct rdma_cm_id *id)
+{
+	struct sockaddr *a = rdma_get_local_addr(id);
+	socklen_t len = a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						 : sizeof(struct sockaddr_in);
+	int fd, rc;
+
+	if (!id->verbs ||
+	    id->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+		return false;
+	fd = socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	rc = bind(fd, a, len);
+	close(fd);
+	return rc && errno == EADDRINUSE;
+}
+
+/* A new id, bound to a port, with @dst's address resolved from @src. */
+static rdmx_status rdmx_verbs_resolve(struct rdmx_verbs_conn *c,
+				      struct sockaddr *src,
+				      struct sockaddr *dst, int resolve_ms,
+				      uint64_t deadline,
+				      struct rdma_cm_id **id_p)
+{
+	rdmx_status st;
+
+	if (rdma_create_id(c->ech, id_p, c, RDMA_PS_TCP)) {
+		rdmx_error("verbs: rdma_create_id: %m");
+		return RDMX_ERR_SYSTEM;
+	}
+	if (rdma_resolve_addr(*id_p, src, dst, resolve_ms)) {
+		rdmx_error("verbs: rdma_resolve_addr %s: %m",
+			   c->base.info.peer_addr);
+		st = RDMX_ERR_UNREACHABLE;
+	} else {
+		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ADDR_RESOLVED,
+					deadline, NULL);
+	}
+	if (st)
+		rdma_destroy_id(*id_p);
+	return st;
+}
+
 /* Connecting side: resolve the peer's address and route, then connect. */
 static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 				      const struct rdmx_verbs_setup *theirs,
@@ -274,38 +325,48 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
 	struct sockaddr_storage src, dst;
 	socklen_t sl = sizeof(src), dl = sizeof(dst);
+	/* Resolution is part of setup: the setup's deadline bounds it, not a
+	 * fixed 2 s that an emulated guest under load can miss. */
+	uint64_t left_ms = (deadline - rdmx_now_us()) / 1000 + 1;
+	int resolve_ms = deadline <= rdmx_now_us() ? 1
+			 : left_ms > 600000	   ? 600000
+						   : (int)left_ms;
 	struct rdma_cm_id *id;
 	rdmx_status st;
 
-	if (rdma_create_id(c->ech, &id, c, RDMA_PS_TCP))
-		return RDMX_ERR_SYSTEM;
 	getsockname(c->ctl, (struct sockaddr *)&src, &sl);
 	getpeername(c->ctl, (struct sockaddr *)&dst, &dl);
 	((struct sockaddr_in *)&src)->sin_port = 0;
 	st = rdmx_verbs_gid_source(c, &src);
-	if (st) {
-		rdma_destroy_id(id);
+	if (st)
 		return st;
-	}
 	((struct sockaddr_in *)&dst)->sin_port =
 		htons((uint16_t)theirs->cm_port);
-	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
-			      (struct sockaddr *)&dst, 2000)) {
-		rdmx_error("verbs: rdma_resolve_addr %s: %m",
-			   c->base.info.peer_addr);
+	for (int tries = 0;; tries++) {
+		st = rdmx_verbs_resolve(c, (struct sockaddr *)&src,
+					(struct sockaddr *)&dst, resolve_ms,
+					deadline, &id);
+		if (st)
+			return st;
+		if (tries == 8 || !rdmx_verbs_port_taken(id))
+			break;
+		rdmx_info("verbs: rdma_cm gave port %u, which a TCP socket "
+			  "holds (iWARP connects over TCP): another",
+			  ntohs(rdma_get_src_port(id)));
 		rdma_destroy_id(id);
-		return RDMX_ERR_UNREACHABLE;
 	}
-	st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL);
-	if (!st && rdma_resolve_route(id, 2000))
+	if (rdma_resolve_route(id, resolve_ms))
 		st = RDMX_ERR_UNREACHABLE;
 	if (!st)
 		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ROUTE_RESOLVED,
 					deadline, NULL);
 	if (!st)
 		st = rdmx_verbs_qp(c, id);
-	if (!st && rdma_connect(id, &param))
+	if (!st && rdma_connect(id, &param)) {
+		rdmx_error("verbs: rdma_connect to %s: %m",
+			   c->base.info.peer_addr);
 		st = RDMX_ERR_SYSTEM;
+	}
 	if (!st)
 		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ESTABLISHED, deadline,
 					NULL);
