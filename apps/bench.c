@@ -41,6 +41,7 @@ struct bench_opts {
 	enum bench_op op;
 	bool bw, json, once, all;
 	uint64_t size, iters, depth;
+	uint64_t duration_s; /* -D: about this long instead of --iters */
 };
 
 static rdmx_status bench_buf_alloc(struct cli_session *s, struct cli_buf *b,
@@ -455,15 +456,23 @@ static rdmx_status bench_plot(const struct bench_opts *o, const char *transport,
 	return RDMX_OK;
 }
 
-static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
-			     const char *transport, bool *armed)
+/* What runs measured: latencies, or bandwidth time and iterations. */
+struct bench_result {
+	double *lat;
+	size_t n;
+	double us;
+	uint64_t iters;
+};
+
+/* One run of @o on the connection, its figures added to @r. */
+static rdmx_status bench_run_once(struct cli_session *s,
+				  const struct bench_opts *o, bool *armed,
+				  struct bench_result *r)
 {
 	struct cli_buf b = { 0 };
 	struct rdmx_completion wc;
 	struct rdmx_remote rem;
 	uint64_t warm = o->bw ? 0 : o->iters / 10;
-	double *lat = NULL, us = 0;
-	size_t n = 0;
 	rdmx_status st;
 
 	st = bench_buf_alloc(s, &b, o->size * bench_slots(o));
@@ -490,30 +499,53 @@ static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 		*armed = !st;
 	}
 	if (!st && !o->bw) {
-		lat = calloc(o->iters, sizeof(*lat));
-		st = lat ? RDMX_OK : RDMX_ERR_NOMEM;
+		double *lat = realloc(r->lat, (r->n + o->iters) * sizeof(*lat));
 		double t0 = cli_now_us();
 
+		st = lat ? RDMX_OK : RDMX_ERR_NOMEM;
+		if (lat)
+			r->lat = lat;
 		for (uint64_t i = 0; !st && i < o->iters + warm; i++) {
 			double t = bench_lat_iter(s, o, &b, &rem, i, &st);
 
 			if (!st && i >= warm)
-				lat[n++] = t;
+				r->lat[r->n++] = t;
 			if (!(i & 255))
 				bench_progress(i, o->iters + warm, t0);
 		}
 		bench_progress(1, 1, t0);
 	} else if (!st) {
-		us = bench_bw(s, o, &b, &rem, &st);
+		r->us += bench_bw(s, o, &b, &rem, &st);
 	}
 	if (!st && o->op != B_SEND)
 		st = cli_send_ctl(s, 8); /* "finished" */
 	if (!st)
-		bench_report(o, transport, lat, n, us); /* sorts lat */
-	if (!st && o->plot && n)
-		st = bench_plot(o, transport, lat, n);
-	free(lat);
+		r->iters += o->iters;
 	cli_buf_free(&b);
+	return st;
+}
+
+/*
+ * One measurement: one run of @o, or with -D runs of --iters each until
+ * about duration_s seconds have passed, reported as one.
+ */
+static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
+			     const char *transport, bool *armed)
+{
+	double end = cli_now_us() + (double)o->duration_s * 1e6;
+	struct bench_result r = { 0 };
+	struct bench_opts all = *o;
+	rdmx_status st;
+
+	do
+		st = bench_run_once(s, o, armed, &r);
+	while (!st && o->duration_s && !cli_stop && cli_now_us() < end);
+	all.iters = r.iters;
+	if (!st)
+		bench_report(&all, transport, r.lat, r.n, r.us); /* sorts */
+	if (!st && o->plot && r.n)
+		st = bench_plot(&all, transport, r.lat, r.n);
+	free(r.lat);
 	return st;
 }
 
@@ -567,6 +599,8 @@ static void bench_usage(FILE *f)
 		"  -s, --size N      message size (default 8; atomic: 8)\n"
 		"  -a, --all         every size from 2 B to 8 MiB, doubling\n"
 		"  -n, --iters N     iterations (default 10000)\n"
+		"  -D, --duration S  run about S seconds: runs of --iters (default\n"
+		"                    1000 then) until the time is up, one report\n"
 		"      --bw          bandwidth instead of latency\n"
 		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
 		"      --json        one JSON object on stdout\n"
@@ -597,16 +631,18 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "plot", required_argument, NULL, 5 },
 		{ "metrics", required_argument, NULL, 6 },
 		{ "transport", required_argument, NULL, 7 },
+		{ "duration", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool have_iters = false;
 	int c;
 
 	*o = (struct bench_opts){
 		.op = B_SEND, .size = 8, .iters = 10000, .depth = 64
 	};
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:n:t:c:ah", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:n:t:c:D:ah", lo, NULL)) != -1) {
 		switch (c) {
 		case 1:
 			o->op = 0;
@@ -625,6 +661,12 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'n':
 			if (!cli_size("bench", "--iters", optarg, &o->iters))
+				return 1;
+			have_iters = true;
+			break;
+		case 'D':
+			if (!cli_size("bench", "--duration", optarg,
+				      &o->duration_s))
 				return 1;
 			break;
 		case 't':
@@ -687,6 +729,11 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		o->size = 8;
 	if (!o->size || o->size > (1u << 30))
 		return cli_fail("bench", "--size must be 1..1g");
+	if (o->duration_s && (o->all || o->duration_s > 3600))
+		return cli_fail("bench", "--duration is 1..3600 seconds, and "
+					 "not with -a");
+	if (o->duration_s && !have_iters) /* each run's length */
+		o->iters = o->bw ? 10000 : 1000;
 	if (!o->iters || !o->depth || o->depth > 4096)
 		return cli_fail("bench", "--iters must be at least 1 and "
 					 "--tx-depth 1..4096");

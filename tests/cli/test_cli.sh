@@ -220,6 +220,20 @@ assert all(r["op"]=="send" and r["iters"]==20 and r["lat_us"]["min"] > 0 for r i
 else
 	bad "bench -a"
 fi
+# -D: runs of --iters until the time is up, reported as one.
+start "$rdmx" bench :0 --once
+if run "bench -D" 0 "$rdmx" bench "127.0.0.1:$port" -D 1 -n 200 --op write --json &&
+	python3 -c 'import json,sys
+r=json.load(open(sys.argv[1]))
+assert r["iters"] > 200 and r["iters"] % 200 == 0, r["iters"]
+assert 0 < r["lat_us"]["min"] <= r["lat_us"]["median"] <= r["lat_us"]["max"]' "$tmp/out" &&
+	wait "$server" && grep -q "1 sessions ok, 0 failed" "$tmp/server"; then
+	ok "bench -D 1: several runs of -n 200 in one report"
+else
+	bad "bench -D"
+fi
+one_line "bench -D with -a" "--duration is 1..3600 seconds, and not with -a" \
+	"$rdmx" bench 127.0.0.1 -D 2 -a
 # --plot: an SVG of the latency distribution, one point per sampled operation.
 start "$rdmx" bench :0 --once
 if RDMX_TRANSPORT=tcp run "bench --plot" 0 "$rdmx" bench "127.0.0.1:$port" --op read -s 4k -n 3000 \
