@@ -90,6 +90,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(verbs_gid_index),
 	  "Connecting side: the GID to connect from (its IP is the source); "
 	  "auto: the GID of the control connection's address." },
+	{ "verbs.mtu", "auto", RDMX_CFG_ENUM, 0, 0,
+	  "auto|256|512|1024|2048|4096", RDMX_CFG_FIELD(verbs_mtu),
+	  "Largest path MTU a connection may use (InfiniBand and RoCE; both "
+	  "sides take the smaller wish); auto: the route's." },
 	{ "verbs.max_inline_data", "64", RDMX_CFG_UINT, 0, 4096, NULL,
 	  RDMX_CFG_FIELD(verbs_max_inline_data),
 	  "SEND and WRITE payloads this small travel inside the work request "

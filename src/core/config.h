@@ -33,6 +33,7 @@ struct rdmx_config {
 	uint64_t verbs_port;
 	uint64_t verbs_max_inline_data;
 	int verbs_gid_index; /* -1: auto */
+	char verbs_mtu[8]; /* auto | 256 .. 4096 */
 	uint64_t verbs_request_timeout_ms;
 	uint64_t shm_single_copy_min;
 	bool progress_thread;

@@ -129,6 +129,26 @@ fi
 kill -TERM $gsrv 2>/dev/null
 wait $gsrv
 
+echo "== verbs.mtu: both sides take the smaller wish; data moves at it"
+RDMX_TRANSPORT=verbs RDMX_VERBS_MTU=512 "$rdmx" bench :0 >/tmp/m-srv 2>&1 &
+msrv=$!
+mport=$(port_of /tmp/m-srv)
+mcli() { RDMX_TRANSPORT=verbs RDMX_VERBS_MTU=$1 "$rdmx" "${@:2}"; }
+if mcli auto info --peer "$RDMX_RXE_ADDR:$mport" 2>&1 | tee /tmp/m1 | grep -q ", mtu 512$" &&
+	mcli 256 info --peer "$RDMX_RXE_ADDR:$mport" 2>&1 | tee /tmp/m2 | grep -q ", mtu 256$" &&
+	mcli 256 bench "$RDMX_RXE_ADDR:$mport" --op write -s 4k -n 50 >/tmp/m3 2>&1 &&
+	mcli 256 bench "$RDMX_RXE_ADDR:$mport" --op read -s 64k -n 20 >>/tmp/m3 2>&1 &&
+	mcli 256 bench "$RDMX_RXE_ADDR:$mport" --op send -s 5000 -n 20 >>/tmp/m3 2>&1; then
+	echo "verbs.mtu: [ OK ] server 512 + client auto: 512; + client 256: 256, write/read/send move"
+	pass=$((pass + 1))
+else
+	echo "verbs.mtu: [ FAILED ]"
+	cat /tmp/m1 /tmp/m2 /tmp/m3 /tmp/m-srv
+	fail=$((fail + 1))
+fi
+kill -TERM $msrv 2>/dev/null
+wait $msrv
+
 echo "== a registration over RLIMIT_MEMLOCK says the limit and the fix"
 RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/ml-srv 2>&1 &
 mport=$(port_of /tmp/ml-srv)

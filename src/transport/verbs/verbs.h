@@ -85,6 +85,11 @@ struct rdmx_verbs_conn {
 
 	struct rdma_event_channel *ech;
 	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	bool own_qp; /* created and moved through its states by us (verbs.mtu)
+		      */
+	uint32_t mtu; /* the smaller MTU both sides want, bytes; 0: the route's
+		       */
 	struct ibv_cq *cq;
 	uint32_t max_inline;
 

@@ -81,6 +81,82 @@ static rdmx_status rdmx_verbs_ring_alloc(struct rdmx_verbs_ring *r,
  */
 #define RDMX_VERBS_ACK_TIMEOUT 14
 
+static enum ibv_mtu rdmx_verbs_mtu_enum(uint32_t bytes)
+{
+	return bytes >= 4096   ? IBV_MTU_4096
+	       : bytes >= 2048 ? IBV_MTU_2048
+	       : bytes >= 1024 ? IBV_MTU_1024
+	       : bytes >= 512  ? IBV_MTU_512
+			       : IBV_MTU_256;
+}
+
+/*
+ * verbs.mtu: rdma_cm takes the path MTU from the route and moves a QP it
+ * created through its states by itself, so a capped MTU needs a QP of our
+ * own, moved to INIT here and to RTR and RTS by rdmx_verbs_ready (the
+ * librdmacm man pages' manual path: rdma_init_qp_attr, then qp_num in the
+ * connection parameters and rdma_establish on the active side).
+ */
+static int rdmx_verbs_own_qp(struct rdmx_verbs_conn *c, struct rdma_cm_id *id,
+			     struct ibv_qp_init_attr *qa)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT };
+	int mask;
+
+	c->qp = ibv_create_qp(c->vctx->pd, qa);
+	if (!c->qp)
+		return -1;
+	if (rdma_init_qp_attr(id, &a, &mask) ||
+	    ibv_modify_qp(c->qp, &a, mask)) {
+		ibv_destroy_qp(c->qp);
+		c->qp = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* Our QP to RTR, its path MTU capped, then RTS. @param: the passive
+ * side's, as it accepts; NULL on the active side (as negotiated). */
+static rdmx_status rdmx_verbs_ready(struct rdmx_verbs_conn *c,
+				    struct rdma_cm_id *id,
+				    const struct rdma_conn_param *param)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT };
+	enum ibv_mtu cap = rdmx_verbs_mtu_enum(c->mtu);
+	struct ibv_port_attr pa;
+	int mask;
+
+	/* INIT again: the connection changed its attributes (as librdmacm
+	 * does before RTR). */
+	if (rdma_init_qp_attr(id, &a, &mask) || ibv_modify_qp(c->qp, &a, mask))
+		goto fail;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
+	if (rdma_init_qp_attr(id, &a, &mask))
+		goto fail;
+	/* As librdmacm: old kernels set RoCE-only bits on InfiniBand. */
+	if (!ibv_query_port(c->vctx->dev, id->port_num, &pa) &&
+	    pa.link_layer == IBV_LINK_LAYER_INFINIBAND)
+		mask &= ~0xe00000;
+	if (a.path_mtu > cap)
+		a.path_mtu = cap;
+	if (param)
+		a.max_dest_rd_atomic = param->responder_resources;
+	if (ibv_modify_qp(c->qp, &a, mask))
+		goto fail;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS };
+	if (rdma_init_qp_attr(id, &a, &mask))
+		goto fail;
+	if (param)
+		a.max_rd_atomic = param->initiator_depth;
+	if (ibv_modify_qp(c->qp, &a, mask))
+		goto fail;
+	return RDMX_OK;
+fail:
+	rdmx_error("verbs: moving the QP to state %d for %s: %m",
+		   (int)a.qp_state, c->base.info.peer_addr);
+	return RDMX_ERR_SYSTEM;
+}
+
 /* The CQ and the RC QP on @id, sized from the config and the device. */
 static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 				 struct rdma_cm_id *id)
@@ -121,13 +197,17 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
 			    &ack_timeout, sizeof(ack_timeout)))
 		rdmx_warn("verbs: cannot set the ACK timeout: %m");
-	if (rdma_create_qp(id, v->pd, &qa)) {
-		rdmx_error("verbs: rdma_create_qp (send %u, recv %u, sge %d, "
+	c->own_qp = c->mtu &&
+		    v->dev->device->transport_type == IBV_TRANSPORT_IB;
+	if (c->own_qp ? rdmx_verbs_own_qp(c, id, &qa)
+		      : rdma_create_qp(id, v->pd, &qa)) {
+		rdmx_error("verbs: creating the QP (send %u, recv %u, sge %d, "
 			   "inline %u): %m",
 			   sq, rq, sge, (unsigned)cfg->verbs_max_inline_data);
 		return RDMX_ERR_SYSTEM;
 	}
 	c->max_inline = qa.cap.max_inline_data;
+	c->qp = c->own_qp ? c->qp : id->qp;
 	c->id = id;
 	if (rdmx_verbs_ring_alloc(&c->sq, sq) ||
 	    rdmx_verbs_ring_alloc(&c->rq, rq))
@@ -157,7 +237,7 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	char s[INET6_ADDRSTRLEN] = "?";
 	uint8_t idx;
 
-	if (ibv_query_qp(c->id->qp, &qa, IBV_QP_AV, &ia))
+	if (ibv_query_qp(c->qp, &qa, IBV_QP_AV | IBV_QP_PATH_MTU, &ia))
 		return;
 	idx = qa.ah_attr.grh.sgid_index;
 	if (!ibv_query_gid(c->vctx->dev, c->id->port_num, idx, &gid))
@@ -165,13 +245,53 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	snprintf(c->base.info.reason, sizeof(c->base.info.reason),
 		 "%s port %u, gid %u %s", c->vctx->name, c->id->port_num, idx,
 		 s);
+	if (c->vctx->dev->device->transport_type == IBV_TRANSPORT_IB) {
+		size_t n = strlen(c->base.info.reason);
+
+		snprintf(c->base.info.reason + n,
+			 sizeof(c->base.info.reason) - n, ", mtu %d",
+			 128 << qa.path_mtu);
+	}
 	rdmx_info("verbs: %s -> %s on %s", c->base.info.local_addr,
 		  c->base.info.peer_addr, c->base.info.reason);
+}
+
+/* verbs.mtu in bytes; 0 for auto. */
+static uint32_t rdmx_verbs_mtu_wanted(const struct rdmx_config *cfg)
+{
+	return (uint32_t)strtoul(cfg->verbs_mtu, NULL, 10);
+}
+
+/*
+ * Send our setup, then read the peer's (both sides write first). The MTU
+ * is the smaller of the two wishes, so both QPs agree.
+ */
+static rdmx_status rdmx_verbs_exchange(struct rdmx_verbs_conn *c,
+				       const struct rdmx_verbs_setup *mine,
+				       struct rdmx_verbs_setup *theirs,
+				       uint64_t deadline)
+{
+	uint8_t b[RDMX_VERBS_SETUP_LEN];
+	rdmx_status st;
+
+	rdmx_verbs_setup_pack(mine, b);
+	st = rdmx_sock_write_full(c->ctl, b, sizeof(b), deadline);
+	if (!st)
+		st = rdmx_sock_read_full(c->ctl, b, sizeof(b), deadline);
+	if (!st && rdmx_verbs_setup_unpack(b, theirs))
+		st = RDMX_ERR_PROTOCOL;
+	if (!st)
+		c->mtu = !mine->mtu ? theirs->mtu
+			 : !theirs->mtu || mine->mtu < theirs->mtu
+				 ? mine->mtu
+				 : theirs->mtu;
+	return st;
 }
 
 /* Accepting side: listen on our address of the control connection. */
 static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
 				     struct rdmx_verbs_setup *mine,
+				     struct rdmx_verbs_setup *theirs,
 				     uint64_t deadline)
 {
 	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
@@ -204,17 +324,18 @@ static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
 	mine->cm_port = ntohs(rdma_get_src_port(lid));
 	st = RDMX_OK;
 out:
-	if (!st) {
-		uint8_t b[RDMX_VERBS_SETUP_LEN];
-
-		rdmx_verbs_setup_pack(mine, b);
-		st = rdmx_sock_write_full(c->ctl, b, sizeof(b), deadline);
-	}
+	/* The connector sends its setup before it connects: no deadlock. */
+	if (!st)
+		st = rdmx_verbs_exchange(c, mine, theirs, deadline);
 	if (!st)
 		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_CONNECT_REQUEST,
 					deadline, &id);
 	if (!st) {
 		st = rdmx_verbs_qp(c, id);
+		if (!st && c->own_qp) {
+			param.qp_num = c->qp->qp_num;
+			st = rdmx_verbs_ready(c, id, &param);
+		}
 		if (st)
 			rdma_reject(id, NULL, 0);
 		else if (rdma_accept(id, &param))
@@ -362,14 +483,27 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 					deadline, NULL);
 	if (!st)
 		st = rdmx_verbs_qp(c, id);
+	if (!st && c->own_qp)
+		param.qp_num = c->qp->qp_num;
 	if (!st && rdma_connect(id, &param)) {
 		rdmx_error("verbs: rdma_connect to %s: %m",
 			   c->base.info.peer_addr);
 		st = RDMX_ERR_SYSTEM;
 	}
-	if (!st)
+	if (!st && c->own_qp) { /* the response; then RTR, RTS, and RTU */
+		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_CONNECT_RESPONSE,
+					deadline, NULL);
+		if (!st)
+			st = rdmx_verbs_ready(c, id, NULL);
+		if (!st && rdma_establish(id)) {
+			rdmx_error("verbs: rdma_establish with %s: %m",
+				   c->base.info.peer_addr);
+			st = RDMX_ERR_SYSTEM;
+		}
+	} else if (!st) {
 		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ESTABLISHED, deadline,
 					NULL);
+	}
 	if (st && !c->id)
 		rdma_destroy_id(id);
 	return st;
@@ -377,6 +511,8 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 
 static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 {
+	if (c->own_qp && c->qp)
+		ibv_destroy_qp(c->qp);
 	if (c->id) {
 		if (c->id->qp)
 			rdma_destroy_qp(c->id);
@@ -427,7 +563,6 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		rdmx_now_us() + v->ctx->cfg.handshake_timeout_ms * 1000;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct rdmx_verbs_setup mine = { 0 }, theirs;
-	uint8_t b[RDMX_VERBS_SETUP_LEN];
 	struct rdmx_verbs_conn *c;
 	rdmx_status st;
 
@@ -453,20 +588,17 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 	rdmx_sock_name(fd, true, c->base.info.peer_addr,
 		       sizeof(c->base.info.peer_addr));
 	c->ech = rdma_create_event_channel();
+	mine.mtu = rdmx_verbs_mtu_wanted(&v->ctx->cfg);
 	st = c->ech ? rdmx_verbs_credits(c, &mine) : RDMX_ERR_SYSTEM;
+	/* Each side's setup: the peer's credit word, its MTU wish and,
+	 * connecting, its rdma_cm port. */
 	if (!st && accepting) {
-		st = rdmx_verbs_accept(c, &mine, deadline);
+		st = rdmx_verbs_accept(c, &mine, &theirs, deadline);
 	} else if (!st) {
-		rdmx_verbs_setup_pack(&mine, b);
-		st = rdmx_sock_write_full(fd, b, sizeof(b), deadline);
+		st = rdmx_verbs_exchange(c, &mine, &theirs, deadline);
+		if (!st)
+			st = rdmx_verbs_connect(c, &theirs, deadline);
 	}
-	/* The peer's credit word (and, connecting, its rdma_cm port). */
-	if (!st)
-		st = rdmx_sock_read_full(fd, b, sizeof(b), deadline);
-	if (!st && rdmx_verbs_setup_unpack(b, &theirs))
-		st = RDMX_ERR_PROTOCOL;
-	if (!st && !accepting)
-		st = rdmx_verbs_connect(c, &theirs, deadline);
 	if (st)
 		goto err;
 	c->peer_credit_addr = theirs.credit_addr;
@@ -502,7 +634,7 @@ void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st)
 	c->dead = true;
 	c->flush_status = st;
 	rdmx_verbs_flush_pending(c, st);
-	if (ibv_modify_qp(c->id->qp, &qa, IBV_QP_STATE))
+	if (ibv_modify_qp(c->qp, &qa, IBV_QP_STATE))
 		rdmx_error("verbs: cannot move the QP to error: %m");
 }
 

@@ -144,7 +144,7 @@ static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
 	st = rdmx_verbs_fill(c, wr, internal, &w, sge);
 	if (st)
 		return st;
-	rc = ibv_post_send(c->id->qp, &w, &bad);
+	rc = ibv_post_send(c->qp, &w, &bad);
 	if (rc) {
 		rdmx_verbs_ring_unpush(&c->sq);
 		return rdmx_verbs_errno(c, rc);
@@ -294,7 +294,7 @@ static int rdmx_verbs_post_chain(struct rdmx_verbs_conn *c,
 		if (filled)
 			w[filled - 1].next = &w[filled];
 	}
-	rc = filled ? ibv_post_send(c->id->qp, w, &bad) : 0;
+	rc = filled ? ibv_post_send(c->qp, w, &bad) : 0;
 	took = rc ? (int)(bad - w) : filled;
 	for (int i = took; i < filled; i++)
 		rdmx_verbs_ring_unpush(&c->sq);
@@ -371,7 +371,7 @@ rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 	} else {
 		w.wr_id = RDMX_VERBS_RQ_TAG |
 			  rdmx_verbs_ring_push(&c->rq, &rec);
-		rc = ibv_post_recv(c->id->qp, &w, &bad);
+		rc = ibv_post_recv(c->qp, &w, &bad);
 		if (rc) {
 			rdmx_verbs_ring_unpush(&c->rq);
 			st = rdmx_verbs_errno(c, rc);

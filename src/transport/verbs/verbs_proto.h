@@ -3,7 +3,8 @@
  * The verbs transport's one message on the control socket, sent by each
  * side after the handshake and before the rdma_cm exchange:
  *   be32 magic "RDMV", be32 version, be32 rdma_cm port (the accepting side
- *   listens there; 0 from the connecting side), be32 reserved,
+ *   listens there; 0 from the connecting side), be32 the largest path MTU
+ *   the sender wants in bytes (verbs.mtu; 0: the route's),
  *   be64 address and be32 rkey of the sender's credit word, be32 reserved.
  */
 #ifndef RDMX_VERBS_PROTO_H
@@ -19,6 +20,7 @@
 
 struct rdmx_verbs_setup {
 	uint32_t cm_port;
+	uint32_t mtu; /* bytes; 0: auto */
 	uint64_t credit_addr;
 	uint32_t credit_rkey;
 };
@@ -31,7 +33,7 @@ static inline void rdmx_verbs_setup_pack(const struct rdmx_verbs_setup *s,
 	rdmx_put_be(b, RDMX_VERBS_MAGIC, 4);
 	rdmx_put_be(b + 4, RDMX_VERBS_VERSION, 4);
 	rdmx_put_be(b + 8, s->cm_port, 4);
-	rdmx_put_be(b + 12, 0, 4);
+	rdmx_put_be(b + 12, s->mtu, 4);
 	rdmx_put_be(b + 16, s->credit_addr, 8);
 	rdmx_put_be(b + 24, s->credit_rkey, 4);
 	rdmx_put_be(b + 28, 0, 4);
@@ -45,6 +47,7 @@ static inline int rdmx_verbs_setup_unpack(const uint8_t b[RDMX_VERBS_SETUP_LEN],
 	    rdmx_get_be(b + 8, 4) > 65535)
 		return -1;
 	s->cm_port = (uint32_t)rdmx_get_be(b + 8, 4);
+	s->mtu = (uint32_t)rdmx_get_be(b + 12, 4);
 	s->credit_addr = rdmx_get_be(b + 16, 8);
 	s->credit_rkey = (uint32_t)rdmx_get_be(b + 24, 4);
 	return 0;
