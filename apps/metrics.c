@@ -46,10 +46,15 @@ cli_text_add(struct cli_text *t, const char *fmt, ...)
 			t->len += (size_t)n;
 			return;
 		}
-		t->cap = (t->cap + (size_t)n + 1) * 2;
-		t->p = realloc(t->p, t->cap);
-		if (!t->p)
-			return;
+		{
+			size_t cap = (t->cap + (size_t)n + 1) * 2;
+			char *p = realloc(t->p, cap);
+
+			if (!p)
+				return; /* the text so far stays */
+			t->p = p;
+			t->cap = cap;
+		}
 	}
 }
 

@@ -5,9 +5,10 @@
 # or reaches for os/io/require/load is stopped with a clear error, and the
 # same server goes on serving.
 set -u
-rdmx=${1:?usage: test_lambda.sh path/to/rdmx examples-dir natives-dir}
+rdmx=${1:?usage: test_lambda.sh path/to/rdmx examples-dir natives-dir misbehaving-natives-dir}
 examples=${2:?}
 natives=${3:?}
+misbehave=${4:?}
 . "$(dirname "$0")/common.sh"
 
 # call NAME EXPECTED_RC ARGS...: one client call to the running server.
@@ -116,6 +117,24 @@ if wait "$server" && grep -q "server done: [0-9]* sessions ok, 0 failed" "$tmp/s
 	ok "server: every session ended cleanly; SIGTERM exits 0"
 else
 	bad "server summary"
+	cat "$tmp/server"
+fi
+
+# Native code that crashes, spins or exits takes only its own process.
+RDMX_LAMBDA_NATIVE_DIR=$misbehave RDMX_LAMBDA_TIME_LIMIT=1s \
+	start "$rdmx" demo lambda :0 || exit 1
+# A sanitizer's own SIGSEGV handler turns the signal into an exit code.
+died="died of Segmentation fault"
+sanitized && died="exited ("
+stopped "native crash" "crashed): the lambda's process $died" --native crash
+stopped "native spin" "wall-clock limit of 1000 ms exceeded (the lambda's process was killed)" \
+	--native spin
+stopped "native exit" "crashed): the lambda's process exited (3) without an answer" --native quit
+kill -TERM "$server"
+if wait "$server" && grep -q "server done: [0-9]* sessions ok, 0 failed" "$tmp/server"; then
+	ok "server with misbehaving natives: every session ended cleanly"
+else
+	bad "misbehaving natives server summary"
 	cat "$tmp/server"
 fi
 
