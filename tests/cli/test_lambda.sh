@@ -40,6 +40,17 @@ stopped() {
 	fi
 }
 
+# SIGTERM ends the server with exit 0, every session having ended well.
+server_done() {
+	kill -TERM "$server"
+	if wait "$server" && grep -q "server done: [0-9]* sessions ok, 0 failed" "$tmp/server"; then
+		ok "$1: every session ended cleanly; SIGTERM exits 0"
+	else
+		bad "$1: summary"
+		cat "$tmp/server"
+	fi
+}
+
 RDMX_LAMBDA_NATIVE_DIR=$natives RDMX_LAMBDA_TIME_LIMIT=2s \
 	RDMX_LAMBDA_MEMORY=32m start "$rdmx" demo lambda :0 || exit 1
 
@@ -112,13 +123,7 @@ fi
 stopped "native path" "is not a function name" --native ../../bin/sh
 stopped "native missing" "no native function 'system' in" --native system
 
-kill -TERM "$server"
-if wait "$server" && grep -q "server done: [0-9]* sessions ok, 0 failed" "$tmp/server"; then
-	ok "server: every session ended cleanly; SIGTERM exits 0"
-else
-	bad "server summary"
-	cat "$tmp/server"
-fi
+server_done "server"
 
 # Native code that crashes, spins or exits takes only its own process.
 RDMX_LAMBDA_NATIVE_DIR=$misbehave RDMX_LAMBDA_TIME_LIMIT=1s \
@@ -130,13 +135,7 @@ stopped "native crash" "crashed): the lambda's process $died" --native crash
 stopped "native spin" "wall-clock limit of 1000 ms exceeded (the lambda's process was killed)" \
 	--native spin
 stopped "native exit" "crashed): the lambda's process exited (3) without an answer" --native quit
-kill -TERM "$server"
-if wait "$server" && grep -q "server done: [0-9]* sessions ok, 0 failed" "$tmp/server"; then
-	ok "server with misbehaving natives: every session ended cleanly"
-else
-	bad "misbehaving natives server summary"
-	cat "$tmp/server"
-fi
+server_done "server with misbehaving natives"
 
 # The allowlist itself: a directory others may write to is refused.
 mkdir "$tmp/open" && chmod 777 "$tmp/open"
