@@ -276,7 +276,6 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 			     uint64_t i, rdmx_status *st_p)
 {
 	struct rdmx_sge in = { b->p, (uint32_t)o->size, b->mr };
-	struct rdmx_completion wc;
 	uint8_t v = (uint8_t)(i + 1);
 	rdmx_status st = RDMX_OK;
 	double t0;
@@ -289,11 +288,9 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 	if (!st)
 		st = bench_post(s, o, b, rem, i);
 	/* Our op's own completion, and for send the echo too. */
-	for (int n = 0; !st && n < (o->op == B_SEND ? 2 : 1); n++) {
-		st = cli_wait(s->cq, &wc, CLI_TIMEOUT_MS);
-		if (!st)
-			st = wc.status;
-	}
+	if (!st)
+		st = cli_wait_ok(s->cq, o->op == B_SEND ? 2 : 1,
+				 CLI_TIMEOUT_MS);
 	if (!st && o->op == B_WRITE) /* the server's WRITE back */
 		st = bench_spin_byte(s, b->p + o->size - 1, v);
 	t0 = cli_now_us() - t0;

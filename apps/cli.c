@@ -140,6 +140,19 @@ rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 	}
 }
 
+rdmx_status cli_wait_ok(struct rdmx_cq *cq, int n, int timeout_ms)
+{
+	struct rdmx_completion wc;
+	rdmx_status st = RDMX_OK;
+
+	while (!st && n-- > 0) {
+		st = cli_wait(cq, &wc, timeout_ms);
+		if (!st)
+			st = wc.status;
+	}
+	return st;
+}
+
 /* ---- sessions ------------------------------------------------------------ */
 
 rdmx_status cli_session_open(struct cli_session *s, const char *config)

@@ -44,6 +44,8 @@ double cli_quantile(double *v, size_t n, double q);
 /* Spin on rdmx_poll until one completion arrives or @timeout_ms passes. */
 rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 		     int timeout_ms);
+/* @n completions, in any order, each a success (else its status). */
+rdmx_status cli_wait_ok(struct rdmx_cq *cq, int n, int timeout_ms);
 
 /* ---- a session: context, cq, connection and 64-byte control messages ---- */
 

@@ -281,11 +281,8 @@ static double demo_iter(struct cli_session *s, struct cli_buf *b,
 		st = rdmx_post_write_imm(s->conn, &out, rem->addr, rem->rkey,
 					 (uint32_t)o->size, i);
 	/* Our send side and the answer may complete in either order. */
-	for (int n = 0; !st && n < 2; n++) {
-		st = cli_wait(s->cq, &wc, CLI_TIMEOUT_MS);
-		if (!st)
-			st = wc.status;
-	}
+	if (!st)
+		st = cli_wait_ok(s->cq, 2, CLI_TIMEOUT_MS);
 	t0 = cli_now_us() - t0;
 	if (!st && o->mode == DEMO_SEND && !demo_check(in.addr, o->size, i, 0))
 		st = RDMX_ERR_PROTOCOL;

@@ -209,19 +209,13 @@ static rdmx_status lambda_call_once(struct cli_session *s, struct cli_buf *req,
 {
 	struct rdmx_sge out = { req->p, (uint32_t)req_len, req->mr };
 	struct rdmx_sge in = { rep->p, LAMBDA_REPLY, rep->mr };
-	struct rdmx_completion wc;
 	rdmx_status st;
 
 	st = rdmx_post_recv(s->conn, &in, 1, 0);
 	if (!st)
 		st = rdmx_post_send(s->conn, &out, 0);
 	/* Our SEND and the reply may complete in either order. */
-	for (int n = 0; !st && n < 2; n++) {
-		st = cli_wait(s->cq, &wc, 60000);
-		if (!st)
-			st = wc.status;
-	}
-	return st;
+	return st ? st : cli_wait_ok(s->cq, 2, 60000);
 }
 
 static rdmx_status lambda_client_run(struct cli_session *s,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sock.h"
 
 struct cli_metrics {
 	struct MHD_Daemon *d;
@@ -20,7 +21,9 @@ struct cli_metrics {
 	double start_us;
 };
 
+/* Set by the option, for the next session. */
 static const char *cli_metrics_addr, *cli_metrics_cmd;
+static struct sockaddr_in cli_metrics_sa;
 struct cli_counts cli_counts;
 
 /* A growing text buffer. */
@@ -185,43 +188,29 @@ static enum MHD_Result cli_metrics_answer(void *cls, struct MHD_Connection *c,
 	return ret;
 }
 
-/* "HOST:PORT" or ":PORT" (all addresses) into an IPv4 address. */
+/*
+ * "HOST:PORT" or ":PORT" (all addresses) into an IPv4 address, split by the
+ * library's parser. The port is required: the default one is the server's.
+ */
 static bool cli_metrics_parse(const char *arg, struct sockaddr_in *sa)
 {
-	const char *colon = strrchr(arg, ':');
-	char host[256];
-	char *end;
-	unsigned long port;
+	struct addrinfo hints = { .ai_family = AF_INET,
+				  .ai_flags = AI_PASSIVE },
+			*res;
+	char host[256], port[16];
 
-	if (!colon || (size_t)(colon - arg) >= sizeof(host))
+	if (!strchr(arg, ':') ||
+	    rdmx_addr_split(arg, host, sizeof(host), port, sizeof(port)) ||
+	    getaddrinfo(*host ? host : NULL, port, &hints, &res))
 		return false;
-	port = strtoul(colon + 1, &end, 10);
-	if (!colon[1] || *end || port > 65535)
-		return false;
-	memcpy(host, arg, (size_t)(colon - arg));
-	host[colon - arg] = '\0';
-	*sa = (struct sockaddr_in){ .sin_family = AF_INET,
-				    .sin_port = htons((uint16_t)port) };
-	if (!*host)
-		return true;
-	if (inet_pton(AF_INET, host, &sa->sin_addr) == 1)
-		return true;
-	{
-		struct addrinfo hints = { .ai_family = AF_INET }, *res;
-
-		if (getaddrinfo(host, NULL, &hints, &res))
-			return false;
-		sa->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-		freeaddrinfo(res);
-	}
+	memcpy(sa, res->ai_addr, sizeof(*sa));
+	freeaddrinfo(res);
 	return true;
 }
 
 bool cli_metrics_option(const char *cmd, const char *arg)
 {
-	struct sockaddr_in sa;
-
-	if (!cli_metrics_parse(arg, &sa)) {
+	if (!cli_metrics_parse(arg, &cli_metrics_sa)) {
 		cli_fail(cmd, "--metrics expects ADDR:PORT or :PORT, not '%s'",
 			 arg);
 		return false;
@@ -235,15 +224,13 @@ bool cli_metrics_option(const char *cmd, const char *arg)
 
 rdmx_status cli_metrics_start(struct rdmx_ctx *ctx, struct cli_metrics **m_p)
 {
+	const struct sockaddr_in *sa = &cli_metrics_sa;
 	const union MHD_DaemonInfo *info;
 	struct cli_metrics *m;
-	struct sockaddr_in sa;
 
 	*m_p = NULL;
 	if (!cli_metrics_addr)
 		return RDMX_OK;
-	if (!cli_metrics_parse(cli_metrics_addr, &sa))
-		return RDMX_ERR_INVALID;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return RDMX_ERR_NOMEM;
@@ -251,7 +238,7 @@ rdmx_status cli_metrics_start(struct rdmx_ctx *ctx, struct cli_metrics **m_p)
 	m->start_us = cli_now_us();
 	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
 				cli_metrics_answer, m, MHD_OPTION_SOCK_ADDR,
-				(struct sockaddr *)&sa, MHD_OPTION_END);
+				(const struct sockaddr *)sa, MHD_OPTION_END);
 	if (!m->d) {
 		free(m);
 		cli_fail(cli_metrics_cmd,
@@ -261,9 +248,8 @@ rdmx_status cli_metrics_start(struct rdmx_ctx *ctx, struct cli_metrics **m_p)
 	}
 	info = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
 	printf("rdmx %s: metrics on http://%s:%u/metrics and /status\n",
-	       cli_metrics_cmd,
-	       sa.sin_addr.s_addr ? inet_ntoa(sa.sin_addr) : "0.0.0.0",
-	       info ? info->port : ntohs(sa.sin_port));
+	       cli_metrics_cmd, inet_ntoa(sa->sin_addr),
+	       info ? info->port : ntohs(sa->sin_port));
 	fflush(stdout);
 	*m_p = m;
 	return RDMX_OK;

@@ -130,7 +130,7 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 			const struct rdmx_conn_attr *attr, int timeout_ms,
 			struct rdmx_conn **conn_p)
 {
-	uint64_t deadline = rdmx_now_us() + (uint64_t)timeout_ms * 1000;
+	uint64_t deadline = rdmx_deadline(timeout_ms);
 	struct rdmx_hs_result res;
 	char peer[64];
 	rdmx_status st;
@@ -159,13 +159,9 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 				  peer, rdmx_strerror(st));
 		}
 		/* A bad peer must not end the caller's wait for a good one. */
-		if (timeout_ms >= 0) {
-			uint64_t now = rdmx_now_us();
-
-			if (now >= deadline)
-				return RDMX_ERR_TIMEOUT;
-			left = (int)((deadline - now) / 1000);
-		}
+		left = rdmx_ms_left(deadline);
+		if (!left)
+			return RDMX_ERR_TIMEOUT;
 	}
 }
 
@@ -242,9 +238,10 @@ static uint64_t rdmx_opcode_cap(enum rdmx_opcode op)
 	}
 }
 
-/* Everything about @wr that can be checked before it is posted. */
+/* Everything about @wr that can be checked before it is posted; @total_p
+ * gets its bytes. */
 static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
-				 const struct rdmx_wr *wr)
+				 const struct rdmx_wr *wr, uint64_t *total_p)
 {
 	uint64_t cap, total;
 	bool atomic, into_local;
@@ -277,16 +274,18 @@ static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 			   (unsigned long long)wr->remote_addr);
 		return RDMX_ERR_INVALID;
 	}
+	*total_p = total;
 	return RDMX_OK;
 }
 
 rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 {
+	uint64_t total;
 	rdmx_status st;
 
 	if (!conn || !wr)
 		return RDMX_ERR_INVALID;
-	st = rdmx_wr_check(conn, wr);
+	st = rdmx_wr_check(conn, wr, &total);
 	if (st)
 		return st;
 	rdmx_lat_stamp(conn, wr, 1);
@@ -294,21 +293,26 @@ rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	if (st)
 		rdmx_lat_unstamp(conn, wr, 1);
 	else
-		rdmx_stats_posted(conn, wr, 1);
+		rdmx_stats_posted(conn, wr->opcode, total);
 	return st;
 }
 
 rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 			   int n, int *posted_p)
 {
+	struct rdmx_stats_tally tally = { 0 };
 	rdmx_status st = RDMX_OK, bad = RDMX_OK;
 	int valid = 0, posted = 0;
+	uint64_t total;
 
 	if (!conn || n < 0 || (n && !wrs))
 		return RDMX_ERR_INVALID;
 	/* The good prefix goes; the first bad request stops the list. */
-	while (valid < n && !(bad = rdmx_wr_check(conn, &wrs[valid])))
+	while (valid < n && !(bad = rdmx_wr_check(conn, &wrs[valid], &total))) {
+		tally.ops[wrs[valid].opcode]++;
+		tally.bytes[wrs[valid].opcode] += total;
 		valid++;
+	}
 	rdmx_lat_stamp(conn, wrs, valid);
 	if (conn->ops->post_list)
 		st = conn->ops->post_list(conn, wrs, valid, &posted);
@@ -317,7 +321,9 @@ rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 		       !(st = conn->ops->post_send(conn, &wrs[posted])))
 			posted++;
 	rdmx_lat_unstamp(conn, wrs + posted, valid - posted);
-	rdmx_stats_posted(conn, wrs, posted);
+	for (int i = posted; i < valid; i++)
+		rdmx_stats_unposted(&tally, &wrs[i]);
+	rdmx_stats_posted_tally(conn, &tally);
 	if (posted_p)
 		*posted_p = posted;
 	return st ? st : bad;

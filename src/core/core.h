@@ -215,9 +215,19 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 
 /* ---- statistics (stats.c) ----------------------------------------------- */
 
-/* Count requests that were posted. */
-void rdmx_stats_posted(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
-		       int n);
+/*
+ * Posted requests: one with the byte count rdmx_wr_check found, or a
+ * list's tally, added to the counters in one go (a request the transport
+ * did not take is taken out of the tally first).
+ */
+struct rdmx_stats_tally {
+	uint64_t ops[RDMX_STATS_OPS], bytes[RDMX_STATS_OPS];
+};
+void rdmx_stats_posted(struct rdmx_conn *conn, enum rdmx_opcode op,
+		       uint64_t bytes);
+void rdmx_stats_unposted(struct rdmx_stats_tally *t, const struct rdmx_wr *wr);
+void rdmx_stats_posted_tally(struct rdmx_conn *conn,
+			     const struct rdmx_stats_tally *t);
 /* Count a completion (from rdmx_cq_push, the connection still alive). */
 void rdmx_stats_completed(struct rdmx_ctx *ctx,
 			  const struct rdmx_completion *wc);
@@ -232,6 +242,11 @@ void rdmx_lat_unstamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n);
 
 /* Monotonic clock in microseconds. */
 uint64_t rdmx_now_us(void);
+/* The deadline @timeout_ms from now; UINT64_MAX when negative (never). */
+uint64_t rdmx_deadline(int timeout_ms);
+/* Milliseconds left until @deadline_us, rounded up, for poll(): -1 for
+ * UINT64_MAX, 0 once it has passed. */
+int rdmx_ms_left(uint64_t deadline_us);
 /* A progress thread running @fn(@arg), with every signal blocked. */
 rdmx_status rdmx_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
 			      const char *what);

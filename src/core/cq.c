@@ -200,8 +200,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 	spin = cq->ctx->cfg.progress_use_event_channel
 		       ? cq->ctx->cfg.progress_wait_spin_us
 		       : UINT64_MAX; /* polling: never sleep */
-	deadline = timeout_ms < 0 ? UINT64_MAX
-				  : start + (uint64_t)timeout_ms * 1000;
+	deadline = rdmx_deadline(timeout_ms);
 	for (;;) {
 		rdmx_ctx_progress(cq->ctx, true);
 		if (rdmx_cq_ready(cq))
@@ -220,10 +219,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 			rdmx_cq_signal(cq);
 		pthread_mutex_unlock(&cq->lock);
 
-		rdmx_cq_sleep(cq,
-			      deadline == UINT64_MAX
-				      ? -1
-				      : (int)((deadline - now + 999) / 1000));
+		rdmx_cq_sleep(cq, rdmx_ms_left(deadline));
 
 		pthread_mutex_lock(&cq->lock);
 		cq->waiters--;

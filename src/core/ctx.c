@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
@@ -56,6 +57,24 @@ uint64_t rdmx_now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t rdmx_deadline(int timeout_ms)
+{
+	return timeout_ms < 0 ? UINT64_MAX
+			      : rdmx_now_us() + (uint64_t)timeout_ms * 1000;
+}
+
+int rdmx_ms_left(uint64_t deadline_us)
+{
+	uint64_t now = rdmx_now_us(), ms;
+
+	if (deadline_us == UINT64_MAX)
+		return -1;
+	if (now >= deadline_us)
+		return 0;
+	ms = (deadline_us - now + 999) / 1000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 uint64_t rdmx_ctx_transport_mask(struct rdmx_ctx *ctx, int fd)

@@ -141,25 +141,14 @@ rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p)
 static int rdmx_poll_one(int fd, short events, uint64_t deadline_us)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
-	uint64_t now = rdmx_now_us();
-	int ms, rc;
+	int ms = rdmx_ms_left(deadline_us), rc;
 
-	if (deadline_us == UINT64_MAX)
-		ms = -1;
-	else if (now >= deadline_us)
+	if (!ms)
 		return 0;
-	else
-		ms = (int)((deadline_us - now + 999) / 1000);
 	do {
 		rc = poll(&pfd, 1, ms);
 	} while (rc < 0 && errno == EINTR);
 	return rc;
-}
-
-static uint64_t rdmx_deadline(int timeout_ms)
-{
-	return timeout_ms < 0 ? UINT64_MAX
-			      : rdmx_now_us() + (uint64_t)timeout_ms * 1000;
 }
 
 rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p)

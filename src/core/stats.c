@@ -83,18 +83,32 @@ static bool rdmx_is_initiator(enum rdmx_opcode op)
 
 /* ---- counting ----------------------------------------------------------- */
 
-void rdmx_stats_posted(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
+void rdmx_stats_posted(struct rdmx_conn *conn, enum rdmx_opcode op,
+		       uint64_t bytes)
 {
 	struct rdmx_stats *s = &conn->ctx->stats;
 
-	for (int i = 0; i < n; i++) {
-		uint64_t bytes = 0;
+	rdmx_add(&s->ops_out[op], 1);
+	rdmx_add(&s->bytes_out[op], bytes);
+}
 
-		for (int k = 0; k < wrs[i].num_sge; k++)
-			bytes += wrs[i].sg_list[k].length;
-		rdmx_add(&s->ops_out[wrs[i].opcode], 1);
-		rdmx_add(&s->bytes_out[wrs[i].opcode], bytes);
-	}
+void rdmx_stats_unposted(struct rdmx_stats_tally *t, const struct rdmx_wr *wr)
+{
+	t->ops[wr->opcode]--;
+	for (int k = 0; k < wr->num_sge; k++)
+		t->bytes[wr->opcode] -= wr->sg_list[k].length;
+}
+
+void rdmx_stats_posted_tally(struct rdmx_conn *conn,
+			     const struct rdmx_stats_tally *t)
+{
+	struct rdmx_stats *s = &conn->ctx->stats;
+
+	for (int op = RDMX_OP_SEND; op <= RDMX_OP_CMP_SWAP; op++)
+		if (t->ops[op]) {
+			rdmx_add(&s->ops_out[op], t->ops[op]);
+			rdmx_add(&s->bytes_out[op], t->bytes[op]);
+		}
 }
 
 static void rdmx_lat_sample(struct rdmx_stats *s, enum rdmx_opcode op,
@@ -262,6 +276,17 @@ static void rdmx_prom_dir(struct rdmx_out *o, const char *metric,
 	}
 }
 
+/* A metric by transport. */
+static void rdmx_prom_transports(struct rdmx_out *o, const char *metric,
+				 const char *type, const char *help,
+				 const uint64_t *v)
+{
+	rdmx_out(o, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
+	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
+		rdmx_out(o, "%s{transport=\"%s\"} %llu\n", metric,
+			 rdmx_transport_name(t), (unsigned long long)v[t]);
+}
+
 static void rdmx_prom_latency(struct rdmx_out *o, const struct rdmx_stats *s)
 {
 	rdmx_out(o, "# HELP rdmx_op_latency_seconds From post to completion, "
@@ -314,17 +339,10 @@ size_t rdmx_stats_prometheus(const struct rdmx_stats *s, char *buf, size_t len)
 			rdmx_out(&o, "rdmx_errors_total{status=\"%s\"} %llu\n",
 				 rdmx_status_name(-i),
 				 (unsigned long long)s->errors[i]);
-	rdmx_out(&o, "# HELP rdmx_connections Open connections, by transport."
-		     "\n# TYPE rdmx_connections gauge\n");
-	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
-		rdmx_out(&o, "rdmx_connections{transport=\"%s\"} %llu\n",
-			 rdmx_transport_name(t),
-			 (unsigned long long)s->conns_open[t]);
-	rdmx_out(&o, "# HELP rdmx_connections_total Connections established, "
-		     "by transport.\n# TYPE rdmx_connections_total counter\n");
-	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
-		rdmx_out(&o, "rdmx_connections_total{transport=\"%s\"} %llu\n",
-			 rdmx_transport_name(t),
-			 (unsigned long long)s->conns_total[t]);
+	rdmx_prom_transports(&o, "rdmx_connections", "gauge",
+			     "Open connections, by transport.", s->conns_open);
+	rdmx_prom_transports(&o, "rdmx_connections_total", "counter",
+			     "Connections established, by transport.",
+			     s->conns_total);
 	return o.need;
 }

@@ -40,12 +40,19 @@ run() {
 	[ "$rc" -eq "$want" ] || { bad "$name (exit $rc, expected $want)"; return 1; }
 }
 
+# fails_one_line NAME PATTERN CMD...: exit 1, and one line that has PATTERN.
+fails_one_line() {
+	local name=$1 pattern=$2
+	shift 2
+	run "$name" 1 "$@" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+		grep -q -- "$pattern" "$tmp/err"
+}
+
 # Bad input: exit 1 and exactly one line, which names the problem.
 one_line() {
 	local name=$1 pattern=$2
 	shift 2
-	if run "$name" 1 "$@" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
-		grep -q -- "$pattern" "$tmp/err"; then
+	if fails_one_line "$name" "$pattern" "$@"; then
 		ok "bad input, one line: $name"
 	else
 		bad "bad input: $name"

@@ -32,8 +32,7 @@ still_serving() {
 stopped() {
 	local name=$1 pattern=$2
 	shift 2
-	if call "$name" 1 "$@" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
-		grep -q -- "$pattern" "$tmp/err"; then
+	if fails_one_line "$name" "$pattern" "$rdmx" demo lambda "127.0.0.1:$port" "$@"; then
 		still_serving "$name: stopped ($pattern)"
 	else
 		bad "$name: expected '$pattern'"

@@ -21,6 +21,13 @@ void side_open(struct side *side)
 	assert_int_equal(rdmx_cq_create(side->ctx, &side->cq), RDMX_OK);
 }
 
+void side_open_with(struct side *side, const char *var, const char *value)
+{
+	setenv(var, value, 1);
+	side_open(side);
+	unsetenv(var);
+}
+
 void side_close(struct side *side)
 {
 	assert_int_equal(rdmx_cq_destroy(side->cq), RDMX_OK);
@@ -115,6 +122,13 @@ void pair_open(struct pair *p)
 	assert_non_null(p->sconn);
 	rdmx_conn_info(p->cconn, &info);
 	assert_string_equal(info.transport, suite_transport());
+}
+
+void pair_open_with(struct pair *p, const char *var, const char *value)
+{
+	setenv(var, value, 1);
+	pair_open(p);
+	unsetenv(var);
 }
 
 void pair_close(struct pair *p)

@@ -159,13 +159,32 @@ static void test_atomic_fetch_add_two_initiators(void **state)
 	side_close(&s);
 }
 
+/* CMP_SWAP(@compare, @swap): the old value comes back in @res as @old and
+ * the target then holds @now. */
+static void cmp_swap_expect(struct pair *p, struct rdmx_sge *r,
+			    const struct rdmx_remote *rem, uint64_t compare,
+			    uint64_t swap, const uint8_t *res, uint64_t old,
+			    const uint8_t *target, uint64_t now)
+{
+	uint64_t got;
+
+	assert_int_equal(rdmx_post_cmp_swap(p->cconn, r, rem->addr, rem->rkey,
+					    compare, swap, compare),
+			 RDMX_OK);
+	expect_wc(p->c.cq, RDMX_OK, RDMX_OP_CMP_SWAP);
+	memcpy(&got, res, 8);
+	assert_int_equal(got, old);
+	memcpy(&got, target, 8);
+	assert_int_equal(got, now);
+}
+
 static void test_atomic_cmp_swap(void **state)
 {
 	struct pair p;
 	struct buf target, res;
 	struct rdmx_remote rem;
 	struct rdmx_sge r;
-	uint64_t v = 5, got;
+	uint64_t v = 5;
 
 	(void)state;
 	pair_open(&p);
@@ -177,23 +196,9 @@ static void test_atomic_cmp_swap(void **state)
 	rem = share_remote(&p, &target);
 	r = sge_of(&res, 0, 8);
 	/* Compare fails: value unchanged, old value returned. */
-	assert_int_equal(rdmx_post_cmp_swap(p.cconn, &r, rem.addr, rem.rkey, 4,
-					    9, 1),
-			 RDMX_OK);
-	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_CMP_SWAP);
-	memcpy(&got, res.p, 8);
-	assert_int_equal(got, 5);
-	memcpy(&got, target.p, 8);
-	assert_int_equal(got, 5);
+	cmp_swap_expect(&p, &r, &rem, 4, 9, res.p, 5, target.p, 5);
 	/* Compare succeeds: swapped. */
-	assert_int_equal(rdmx_post_cmp_swap(p.cconn, &r, rem.addr, rem.rkey, 5,
-					    9, 2),
-			 RDMX_OK);
-	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_CMP_SWAP);
-	memcpy(&got, res.p, 8);
-	assert_int_equal(got, 5);
-	memcpy(&got, target.p, 8);
-	assert_int_equal(got, 9);
+	cmp_swap_expect(&p, &r, &rem, 5, 9, res.p, 5, target.p, 9);
 	buf_free(&target);
 	buf_free(&res);
 	pair_close(&p);

@@ -297,30 +297,29 @@ static int netns_up(void)
 	return id;
 }
 
-static void test_conn_across_namespaces(void **state)
+/* Host A and host B, one process each in its namespace; both must pass. */
+static void two_hosts(int (*a_fn)(void *), int (*b_fn)(void *))
 {
 	pid_t a, b;
 
-	(void)state;
 	netns_up();
-	a = spawn_fork(host_a, NULL);
-	b = spawn_fork(host_b, NULL);
+	a = spawn_fork(a_fn, NULL);
+	b = spawn_fork(b_fn, NULL);
 	reap_ok(b);
 	reap_ok(a);
 	cleanup();
 }
 
+static void test_conn_across_namespaces(void **state)
+{
+	(void)state;
+	two_hosts(host_a, host_b);
+}
+
 static void test_select_forced_shm_across_namespaces(void **state)
 {
-	pid_t a, b;
-
 	(void)state;
-	netns_up();
-	a = spawn_fork(host_a_refuses, NULL);
-	b = spawn_fork(host_b_forced_shm, NULL);
-	reap_ok(b);
-	reap_ok(a);
-	cleanup();
+	two_hosts(host_a_refuses, host_b_forced_shm);
 }
 
 /* Pull the cable under an idle connection: no FIN ever arrives, and the

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: who serves one-sided operations: a spinning caller, then the
  * progress thread again. */
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -88,9 +87,7 @@ static void test_progress_polling_or_events(void **state)
 	double polled, slept;
 
 	(void)state;
-	setenv("RDMX_PROGRESS_USE_EVENT_CHANNEL", "off", 1);
-	side_open(&poll_side);
-	unsetenv("RDMX_PROGRESS_USE_EVENT_CHANNEL");
+	side_open_with(&poll_side, "RDMX_PROGRESS_USE_EVENT_CHANNEL", "off");
 	side_open(&event_side);
 	polled = cpu_while_waiting(poll_side.cq, 300);
 	slept = cpu_while_waiting(event_side.cq, 300);

@@ -134,9 +134,7 @@ static void test_send_max_sge(void **state)
 			      .sg_list = s };
 
 	(void)state;
-	setenv("RDMX_CONN_MAX_SGE", "2", 1);
-	pair_open(&p);
-	unsetenv("RDMX_CONN_MAX_SGE");
+	pair_open_with(&p, "RDMX_CONN_MAX_SGE", "2");
 	buf_alloc(&p.c, &src, 300, 0);
 	buf_alloc(&p.s, &dst, 300, RDMX_ACCESS_LOCAL_WRITE);
 	buf_fill(&src, 4);

@@ -92,9 +92,7 @@ static void test_stats_count_ops_bytes_latency(void **state)
 	int t;
 
 	(void)state;
-	setenv("RDMX_METRICS_LATENCY", "on", 1);
-	pair_open(&p);
-	unsetenv("RDMX_METRICS_LATENCY");
+	pair_open_with(&p, "RDMX_METRICS_LATENCY", "on");
 	buf_alloc(&p.c, &src, N * SZ,
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_READ);
 	buf_alloc(&p.s, &dst, N * SZ,

@@ -53,6 +53,16 @@ if [ "$what" = conformance ]; then
 	exit
 fi
 
+# passed NAME [WHAT] / failed NAME [FILE...]: one line, counted; a failure
+# shows the files that say why.
+passed() { echo "$1: [ OK ]${2:+ $2}"; pass=$((pass + 1)); }
+failed() {
+	echo "$1: [ FAILED ]"
+	shift
+	cat "$@"
+	fail=$((fail + 1))
+}
+
 # The port a server printed in FILE, waiting for it (TCG is slow).
 port_of() { # file
 	local p
@@ -75,12 +85,9 @@ for mode in write; do
 	if RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 \
 		"$rdmx" demo $mode "10.99.2.1:$port" -s 4k -n 200 | tee /tmp/demo-cli &&
 		grep -q "verbs .*ok, bytes verified" /tmp/demo-cli && wait $srv; then
-		echo "verbs.veth.demo: [ OK ] demo $mode rxe2 -> rxe1"
-		pass=$((pass + 1))
+		passed "verbs.veth.demo" "demo $mode rxe2 -> rxe1"
 	else
-		echo "verbs.veth.demo: [ FAILED ] demo $mode rxe2 -> rxe1"
-		cat /tmp/demo-srv
-		fail=$((fail + 1))
+		failed "verbs.veth.demo" /tmp/demo-srv
 	fi
 done
 RDMX_VERBS_DEVICE=rxe2 RDMX_CONN_SOURCE_ADDR=10.99.2.2 RDMX_LOG_LEVEL=error \
@@ -99,12 +106,9 @@ if [ "$(lcall -f examples/lambda/primes.lua -i 10000 2>&1)" = 1229 ] &&
 	exec 3<>"/dev/tcp/127.0.0.1/$mport" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 &&
 	cat <&3 >/tmp/l-metrics && grep -q '^rdmx_connections_total{transport="verbs"} 3' /tmp/l-metrics &&
 	grep -q '^rdmx_op_latency_seconds_count{op="write"} 2' /tmp/l-metrics; then
-	echo "verbs.lambda: [ OK ] primes, a runaway stopped, a 100 KB result; metrics say verbs"
-	pass=$((pass + 1))
+	passed "verbs.lambda" "primes, a runaway stopped, a 100 KB result; metrics say verbs"
 else
-	echo "verbs.lambda: [ FAILED ]"
-	cat /tmp/l-srv
-	fail=$((fail + 1))
+	failed "verbs.lambda" /tmp/l-srv
 fi
 kill -TERM $lsrv 2>/dev/null
 wait $lsrv
@@ -119,12 +123,9 @@ if RDMX_VERBS_GID_INDEX=1 "$rdmx" info --peer "$RDMX_RXE_ADDR:$gport" 2>&1 |
 		>/tmp/g0 2>&1 && grep -q "carries no IPv4 address" /tmp/g0 &&
 	sleep 1 && kill -0 $gsrv && # a refused peer does not end the server
 	RDMX_TRANSPORT=verbs "$rdmx" bench "$RDMX_RXE_ADDR:$gport" -n 20 >/dev/null; then
-	echo "verbs.gid_index: [ OK ] $(cat /tmp/g1)"
-	pass=$((pass + 1))
+	passed "verbs.gid_index" "$(cat /tmp/g1)"
 else
-	echo "verbs.gid_index: [ FAILED ]"
-	cat /tmp/g1 /tmp/g0 /tmp/g-srv
-	fail=$((fail + 1))
+	failed "verbs.gid_index" /tmp/g1 /tmp/g0 /tmp/g-srv
 fi
 kill -TERM $gsrv 2>/dev/null
 wait $gsrv
@@ -139,12 +140,9 @@ if mcli auto info --peer "$RDMX_RXE_ADDR:$mport" 2>&1 | tee /tmp/m1 | grep -q ",
 	mcli 256 bench "$RDMX_RXE_ADDR:$mport" --op write -s 4k -n 50 >/tmp/m3 2>&1 &&
 	mcli 256 bench "$RDMX_RXE_ADDR:$mport" --op read -s 64k -n 20 >>/tmp/m3 2>&1 &&
 	mcli 256 bench "$RDMX_RXE_ADDR:$mport" --op send -s 5000 -n 20 >>/tmp/m3 2>&1; then
-	echo "verbs.mtu: [ OK ] server 512 + client auto: 512; + client 256: 256, write/read/send move"
-	pass=$((pass + 1))
+	passed "verbs.mtu" "server 512 + client auto: 512; + client 256: 256, write/read/send move"
 else
-	echo "verbs.mtu: [ FAILED ]"
-	cat /tmp/m1 /tmp/m2 /tmp/m3 /tmp/m-srv
-	fail=$((fail + 1))
+	failed "verbs.mtu" /tmp/m1 /tmp/m2 /tmp/m3 /tmp/m-srv
 fi
 kill -TERM $msrv 2>/dev/null
 wait $msrv
@@ -157,12 +155,9 @@ setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
 	"ulimit -l 64; RDMX_TRANSPORT=verbs $rdmx bench $RDMX_RXE_ADDR:$mport -s 1m -n 5" \
 	>/tmp/ml-cli 2>&1
 if grep -q "locked memory is limited to 65536 bytes.*ulimit -l unlimited" /tmp/ml-cli; then
-	echo "verbs.memlock: [ OK ] $(grep -o 'locked memory is limited[^;]*' /tmp/ml-cli)"
-	pass=$((pass + 1))
+	passed "verbs.memlock" "$(grep -o 'locked memory is limited[^;]*' /tmp/ml-cli)"
 else
-	echo "verbs.memlock: [ FAILED ]"
-	cat /tmp/ml-cli
-	fail=$((fail + 1))
+	failed "verbs.memlock" /tmp/ml-cli
 fi
 wait
 

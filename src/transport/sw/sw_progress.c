@@ -437,6 +437,27 @@ static void rdmx_sw_rx_done_byref(struct rdmx_sw_conn *c, bool pull)
 }
 
 /* The whole payload of the current frame has arrived. */
+/*
+ * The end of a one-sided request on its target: finish a BYREF copy (the
+ * WRITE's data in, or the READ's data out), let go of the MR, NAK a refused
+ * request. True when the request stands and wants its answer.
+ */
+static bool rdmx_sw_rx_target_end(struct rdmx_sw_conn *c, bool byref,
+				  bool write)
+{
+	if (!c->rx_nak && byref && c->rx_h.length)
+		rdmx_sw_rx_done_byref(c, write);
+	rdmx_mr_release(c->rx_mr);
+	c->rx_mr = NULL;
+	if (c->dead)
+		return false;
+	if (c->rx_nak) {
+		rdmx_sw_nak(c, c->rx_h.seq, RDMX_SW_NAK_ACCESS);
+		return false;
+	}
+	return true;
+}
+
 static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 {
 	const struct rdmx_sw_hdr *h = &c->rx_h;
@@ -460,16 +481,8 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 		break;
 	case RDMX_SW_WRITE:
 	case RDMX_SW_WRITE_IMM:
-		if (!c->rx_nak && (h->flags & RDMX_SW_F_BYREF) && h->length)
-			rdmx_sw_rx_done_byref(c, true);
-		rdmx_mr_release(c->rx_mr);
-		c->rx_mr = NULL;
-		if (c->dead)
+		if (!rdmx_sw_rx_target_end(c, h->flags & RDMX_SW_F_BYREF, true))
 			break;
-		if (c->rx_nak) {
-			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
-			break;
-		}
 		if (h->type == RDMX_SW_WRITE_IMM) {
 			r = rdmx_sw_rq_pop(c);
 			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV_IMM, RDMX_OK,
@@ -479,15 +492,7 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 		rdmx_sw_ack(c, h->seq);
 		break;
 	case RDMX_SW_READ_REQ: /* BYREF: the descriptors are in */
-		if (!c->rx_nak && h->length)
-			rdmx_sw_rx_done_byref(c, false);
-		rdmx_mr_release(c->rx_mr);
-		c->rx_mr = NULL;
-		if (c->dead)
-			break;
-		if (c->rx_nak) {
-			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
-		} else {
+		if (rdmx_sw_rx_target_end(c, true, false)) {
 			struct rdmx_sw_hdr a = { .type = RDMX_SW_READ_RESP,
 						 .flags = RDMX_SW_F_BYREF,
 						 .seq = h->seq,

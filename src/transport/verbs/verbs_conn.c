@@ -31,12 +31,10 @@ static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
 	struct pollfd pfd[2] = { { .fd = c->ech->fd, .events = POLLIN },
 				 { .fd = c->ctl, .events = POLLRDHUP } };
 	struct rdma_cm_event *ev;
-	uint64_t now = rdmx_now_us();
 	enum rdma_cm_event_type got;
-	int status;
+	int status, ms = rdmx_ms_left(deadline);
 
-	if (now >= deadline ||
-	    poll(pfd, 2, (int)((deadline - now) / 1000) + 1) <= 0) {
+	if (!ms || poll(pfd, 2, ms) <= 0) {
 		rdmx_error("verbs: no %s from %s in time", rdma_event_str(want),
 			   c->base.info.peer_addr);
 		return RDMX_ERR_TIMEOUT;
@@ -207,7 +205,8 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 		return RDMX_ERR_SYSTEM;
 	}
 	c->max_inline = qa.cap.max_inline_data;
-	c->qp = c->own_qp ? c->qp : id->qp;
+	if (!c->own_qp)
+		c->qp = id->qp;
 	c->id = id;
 	if (rdmx_verbs_ring_alloc(&c->sq, sq) ||
 	    rdmx_verbs_ring_alloc(&c->rq, rq))
@@ -280,11 +279,11 @@ static rdmx_status rdmx_verbs_exchange(struct rdmx_verbs_conn *c,
 		st = rdmx_sock_read_full(c->ctl, b, sizeof(b), deadline);
 	if (!st && rdmx_verbs_setup_unpack(b, theirs))
 		st = RDMX_ERR_PROTOCOL;
-	if (!st)
-		c->mtu = !mine->mtu ? theirs->mtu
-			 : !theirs->mtu || mine->mtu < theirs->mtu
-				 ? mine->mtu
-				 : theirs->mtu;
+	if (st)
+		return st;
+	c->mtu = mine->mtu;
+	if (theirs->mtu && (!c->mtu || theirs->mtu < c->mtu))
+		c->mtu = theirs->mtu;
 	return st;
 }
 
@@ -412,11 +411,14 @@ static bool rdmx_verbs_port_taken(struct rdma_cm_id *id)
 	return rc && errno == EADDRINUSE;
 }
 
-/* A new id, bound to a port, with @dst's address resolved from @src. */
+/*
+ * A new id, bound to a port, with @dst's address resolved from @src.
+ * Resolution is part of setup: the setup's deadline bounds it, not a fixed
+ * 2 s that an emulated guest under load can miss.
+ */
 static rdmx_status rdmx_verbs_resolve(struct rdmx_verbs_conn *c,
 				      struct sockaddr *src,
-				      struct sockaddr *dst, int resolve_ms,
-				      uint64_t deadline,
+				      struct sockaddr *dst, uint64_t deadline,
 				      struct rdma_cm_id **id_p)
 {
 	rdmx_status st;
@@ -425,7 +427,7 @@ static rdmx_status rdmx_verbs_resolve(struct rdmx_verbs_conn *c,
 		rdmx_error("verbs: rdma_create_id: %m");
 		return RDMX_ERR_SYSTEM;
 	}
-	if (rdma_resolve_addr(*id_p, src, dst, resolve_ms)) {
+	if (rdma_resolve_addr(*id_p, src, dst, rdmx_ms_left(deadline))) {
 		rdmx_error("verbs: rdma_resolve_addr %s: %m",
 			   c->base.info.peer_addr);
 		st = RDMX_ERR_UNREACHABLE;
@@ -446,12 +448,6 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
 	struct sockaddr_storage src, dst;
 	socklen_t sl = sizeof(src), dl = sizeof(dst);
-	/* Resolution is part of setup: the setup's deadline bounds it, not a
-	 * fixed 2 s that an emulated guest under load can miss. */
-	uint64_t left_ms = (deadline - rdmx_now_us()) / 1000 + 1;
-	int resolve_ms = deadline <= rdmx_now_us() ? 1
-			 : left_ms > 600000	   ? 600000
-						   : (int)left_ms;
 	struct rdma_cm_id *id;
 	rdmx_status st;
 
@@ -465,8 +461,7 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 		htons((uint16_t)theirs->cm_port);
 	for (int tries = 0;; tries++) {
 		st = rdmx_verbs_resolve(c, (struct sockaddr *)&src,
-					(struct sockaddr *)&dst, resolve_ms,
-					deadline, &id);
+					(struct sockaddr *)&dst, deadline, &id);
 		if (st)
 			return st;
 		if (tries == 8 || !rdmx_verbs_port_taken(id))
@@ -476,7 +471,7 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 			  ntohs(rdma_get_src_port(id)));
 		rdma_destroy_id(id);
 	}
-	if (rdma_resolve_route(id, resolve_ms))
+	if (rdma_resolve_route(id, rdmx_ms_left(deadline)))
 		st = RDMX_ERR_UNREACHABLE;
 	if (!st)
 		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ROUTE_RESOLVED,
