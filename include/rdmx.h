@@ -8,8 +8,9 @@
  *   rdmx_cq        rdmx_cq_create / rdmx_cq_destroy         (child of ctx)
  *   rdmx_mr        rdmx_mr_reg / rdmx_mr_dereg              (child of ctx)
  *   rdmx_listener  rdmx_listen / rdmx_listener_close        (child of ctx)
+ *   rdmx_srq       rdmx_srq_create / rdmx_srq_destroy       (child of ctx)
  *   rdmx_conn      rdmx_connect or rdmx_accept / rdmx_conn_close
- *                                               (child of ctx, uses a cq)
+ *                                    (child of ctx, uses a cq, maybe a srq)
  *
  * A connection behaves like an RDMA reliable-connected queue pair on every
  * transport: work requests execute and complete in order, and every posted
@@ -220,15 +221,24 @@ int rdmx_cq_fd(struct rdmx_cq *cq);
 /* Connections                                                              */
 
 struct rdmx_listener;
+struct rdmx_srq;
 
 enum {
 	RDMX_CONN_ATTR_USER_CTX = 1 << 0,
+	RDMX_CONN_ATTR_SRQ = 1 << 1,
 };
 
 struct rdmx_conn_attr {
 	uint64_t mask; /* RDMX_CONN_ATTR_* bits of optional fields */
 	struct rdmx_cq *cq; /* required: where both directions complete */
 	void *user_ctx; /* returned by rdmx_conn_user_ctx() */
+	/*
+	 * RDMX_CONN_ATTR_SRQ: incoming SENDs and WRITE_IMMs consume RECVs
+	 * of this shared receive queue instead of the connection's own, and
+	 * rdmx_post_recv() on the connection is RDMX_ERR_INVALID. The
+	 * transport is then one the srq can serve (rdmx_srq_create).
+	 */
+	struct rdmx_srq *srq;
 };
 
 /*
@@ -378,7 +388,8 @@ rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
  * rdmx_post_recv - post a buffer for one incoming SEND or WRITE_IMM. The sge
  * memory needs RDMX_ACCESS_LOCAL_WRITE. RECVs are consumed in order; a SEND
  * larger than the buffer completes with RDMX_ERR_LOCAL_LENGTH here and
- * RDMX_ERR_REMOTE_INVALID at the sender. Returns as rdmx_post().
+ * RDMX_ERR_REMOTE_INVALID at the sender. Returns as rdmx_post(), and
+ * RDMX_ERR_INVALID on a connection that takes its RECVs from a srq.
  */
 rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			   int num_sge, uint64_t wr_id);
@@ -403,6 +414,58 @@ rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
 			       const struct rdmx_sge *result,
 			       uint64_t remote_addr, uint32_t rkey,
 			       uint64_t compare, uint64_t swap, uint64_t wr_id);
+
+/* ------------------------------------------------------------------------ */
+/* Shared receive queues                                                    */
+
+enum {
+	RDMX_SRQ_ATTR_MAX_WR = 1 << 0,
+};
+
+struct rdmx_srq_attr {
+	uint64_t mask; /* RDMX_SRQ_ATTR_* bits of optional fields */
+	/* required: where RECVs still posted at rdmx_srq_destroy() complete */
+	struct rdmx_cq *cq;
+	uint32_t max_wr; /* RECVs it holds at once; default conn.max_recv_wr */
+};
+
+/*
+ * rdmx_srq_create - a receive queue that many connections share (give it
+ * in rdmx_conn_attr.srq): a server posts RECVs for all its clients in one
+ * place, sized for the traffic rather than per connection. RECVs are taken
+ * in posting order by whichever connection's SEND or WRITE_IMM arrives,
+ * and complete in that connection's cq with that connection in `conn`.
+ *
+ * A SEND towards a srq with no RECV free waits (with the work behind it on
+ * its connection) until one is posted; it is never dropped, and RECVs that
+ * one connection was promised but does not use are taken back for others.
+ *
+ * The srq serves the transports of one kind, chosen here: the first usable
+ * of verbs, shm and tcp that has shared receive queues (tcp and shm serve
+ * the same srq). Connections that use it are set up over those only; a
+ * peer that has none of them is refused with RDMX_ERR_NO_TRANSPORT.
+ * Errors: RDMX_ERR_INVALID (no cq, or max_wr 0 or above 65536),
+ * RDMX_ERR_UNSUPPORTED (no usable transport has them), RDMX_ERR_NOMEM.
+ */
+rdmx_status rdmx_srq_create(struct rdmx_ctx *ctx,
+			    const struct rdmx_srq_attr *attr,
+			    struct rdmx_srq **srq_p);
+
+/*
+ * rdmx_srq_destroy - free a srq. RDMX_ERR_BUSY (and nothing done) while
+ * connections use it. RECVs still posted complete in attr.cq with
+ * RDMX_ERR_FLUSHED and a NULL `conn` before it returns. NULL is a no-op.
+ */
+rdmx_status rdmx_srq_destroy(struct rdmx_srq *srq);
+
+/*
+ * rdmx_srq_post_recv - post a buffer for one incoming SEND or WRITE_IMM on
+ * any connection of the srq; as rdmx_post_recv() otherwise. Returns
+ * RDMX_OK, RDMX_ERR_AGAIN (max_wr RECVs are posted: wait for completions),
+ * RDMX_ERR_INVALID (bad sge; logged) or RDMX_ERR_NOMEM.
+ */
+rdmx_status rdmx_srq_post_recv(struct rdmx_srq *srq, const struct rdmx_sge *sg,
+			       int num_sge, uint64_t wr_id);
 
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                               */

@@ -58,6 +58,7 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 	conn->ctx = ctx;
 	conn->ops = ops;
 	conn->cq = attr->cq;
+	conn->srq = (attr->mask & RDMX_CONN_ATTR_SRQ) ? attr->srq : NULL;
 	conn->lat = NULL;
 	conn->caps = ops->caps;
 	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
@@ -107,6 +108,8 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 	}
 	rdmx_stats_conn(conn, 1);
 	rdmx_cq_attach(attr->cq, 1);
+	if (conn->srq)
+		atomic_fetch_add(&conn->srq->nconns, 1);
 	rdmx_ctx_child(ctx, &ctx->nconns, 1);
 	rdmx_info("connected %s -> %s over %s: %s", info.local_addr,
 		  info.peer_addr, info.transport, info.reason);
@@ -121,6 +124,12 @@ static bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 		return false;
 	if (!attr->cq || attr->cq->ctx != ctx) {
 		rdmx_error("connection attr needs a cq of the same context");
+		return false;
+	}
+	if ((attr->mask & RDMX_CONN_ATTR_SRQ) &&
+	    (!attr->srq || attr->srq->ctx != ctx)) {
+		rdmx_error("connection attr names no srq, or one of another "
+			   "context");
 		return false;
 	}
 	return true;
@@ -145,7 +154,8 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 		rdmx_sock_name(fd, true, peer, sizeof(peer));
 		rdmx_sock_liveness(fd,
 				   (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
-		st = rdmx_hs_server(lst->ctx, fd, peer, &res);
+		st = rdmx_hs_server(lst->ctx, fd, peer,
+				    rdmx_conn_attr_transports(attr), &res);
 		if (st) {
 			close(fd);
 		} else {
@@ -181,7 +191,8 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 		return st;
 	rdmx_sock_name(fd, true, peer, sizeof(peer));
 	rdmx_sock_liveness(fd, (unsigned)ctx->cfg.tcp_user_timeout_ms);
-	st = rdmx_hs_client(ctx, fd, peer, &res);
+	st = rdmx_hs_client(ctx, fd, peer, rdmx_conn_attr_transports(attr),
+			    &res);
 	if (st) {
 		close(fd);
 		return st;
@@ -193,17 +204,21 @@ void rdmx_conn_close(struct rdmx_conn *conn)
 {
 	struct rdmx_ctx *ctx;
 	struct rdmx_cq *cq;
+	struct rdmx_srq *srq;
 	struct rdmx_lat *lat;
 
 	if (!conn)
 		return;
 	ctx = conn->ctx;
 	cq = conn->cq;
+	srq = conn->srq;
 	lat = conn->lat;
 	rdmx_stats_conn(conn, -1);
 	conn->ops->conn_close(conn); /* its flush still uses lat */
 	rdmx_lat_destroy(lat);
 	rdmx_cq_attach(cq, -1);
+	if (srq)
+		atomic_fetch_sub(&srq->nconns, 1);
 	rdmx_ctx_child(ctx, &ctx->nconns, -1);
 }
 
@@ -332,15 +347,19 @@ rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			   int num_sge, uint64_t wr_id)
 {
-	uint64_t total;
 	rdmx_status st;
 
 	if (!conn)
 		return RDMX_ERR_INVALID;
+	if (conn->srq) {
+		rdmx_error("rdmx_post_recv: the connection to %s takes its "
+			   "RECVs from a srq; use rdmx_srq_post_recv",
+			   conn->info.peer_addr);
+		return RDMX_ERR_INVALID;
+	}
 	if (!conn->ops->post_recv)
 		return RDMX_ERR_UNSUPPORTED;
-	st = rdmx_sge_check(sg, num_sge, (int)conn->ctx->cfg.conn_max_sge, true,
-			    &total);
+	st = rdmx_recv_check(conn->ctx, sg, num_sge);
 	if (st)
 		return st;
 	return conn->ops->post_recv(conn, sg, num_sge, wr_id);

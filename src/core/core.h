@@ -37,6 +37,24 @@ enum {
 };
 
 struct rdmx_conn;
+struct rdmx_srq;
+
+/*
+ * Shared receive queues of a transport. Transports whose ops point at the
+ * same table can serve one srq together (tcp and shm: the software engine).
+ */
+struct rdmx_srq_ops {
+	const char *name;
+	/* Set up srq->tp; RECVs may be posted from then on. */
+	rdmx_status (*create)(struct rdmx_srq *srq);
+	/* No connection uses it: complete the RECVs still posted with
+	 * RDMX_ERR_FLUSHED in srq->cq (conn NULL), then free srq->tp. */
+	void (*destroy)(struct rdmx_srq *srq);
+	/* The sges are checked. RDMX_ERR_AGAIN when max_wr are posted. */
+	rdmx_status (*post_recv)(struct rdmx_srq *srq,
+				 const struct rdmx_sge *sg, int num_sge,
+				 uint64_t wr_id);
+};
 
 /*
  * One table per transport, with designated initializers. A NULL op is a
@@ -92,6 +110,11 @@ struct rdmx_transport_ops {
 	void (*dereg_mr)(void *priv, struct rdmx_mr *mr);
 	/* A descriptor readable when progress() has work (for waiting). */
 	int (*progress_fd)(void *priv);
+	/*
+	 * Optional: shared receive queues. conn_create then honours
+	 * attr->srq (RDMX_CONN_ATTR_SRQ), whose ops are these.
+	 */
+	const struct rdmx_srq_ops *srq;
 };
 
 extern const struct rdmx_transport_ops rdmx_tcp_ops;
@@ -115,7 +138,7 @@ struct rdmx_ctx {
 	size_t auth_key_len; /* 0: no pre-shared key */
 
 	pthread_mutex_t lock; /* children counts and transport opening */
-	unsigned nconns, ncqs, nlisteners, nmrs;
+	unsigned nconns, ncqs, nlisteners, nmrs, nsrqs;
 
 	pthread_rwlock_t mr_lock; /* the rkey table */
 	struct rdmx_mr *mr_buckets[RDMX_MR_BUCKETS];
@@ -174,6 +197,9 @@ void rdmx_mr_release(struct rdmx_mr *mr);
  */
 rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,
 			   bool write, uint64_t *total_p);
+/* The same for a RECV's sges: LOCAL_WRITE, at most conn.max_sge. */
+rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,
+			    const struct rdmx_sge *sg, int num_sge);
 
 /* ---- completion queues -------------------------------------------------- */
 
@@ -194,6 +220,24 @@ void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc);
 /* A connection starts or stops delivering to @cq. */
 void rdmx_cq_attach(struct rdmx_cq *cq, int delta);
 
+/* ---- shared receive queues (srq.c) -------------------------------------- */
+
+struct rdmx_srq {
+	struct rdmx_ctx *ctx;
+	struct rdmx_cq *cq; /* where RECVs left at destroy flush */
+	uint32_t max_wr;
+	const struct rdmx_srq_ops *ops;
+	uint64_t transports; /* bit mask of the transports it can serve */
+	void *tp; /* the transports' state, owned by ops */
+	atomic_uint nconns;
+};
+
+/*
+ * The transports a connection with @attr may be set up over: all (~0)
+ * without a srq, else the srq's. Used by the handshake on both sides.
+ */
+uint64_t rdmx_conn_attr_transports(const struct rdmx_conn_attr *attr);
+
 /* ---- connections -------------------------------------------------------- */
 
 /* Every transport connection embeds this first (to_<t>_conn() maps back). */
@@ -201,6 +245,7 @@ struct rdmx_conn {
 	struct rdmx_ctx *ctx;
 	const struct rdmx_transport_ops *ops;
 	struct rdmx_cq *cq;
+	struct rdmx_srq *srq; /* NULL: RECVs are the connection's own */
 	void *user_ctx;
 	uint64_t caps; /* RDMX_CAP_*: the transport's, less what the device
 			  lacks */

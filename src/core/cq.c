@@ -47,8 +47,8 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 		return RDMX_OK;
 	pthread_mutex_lock(&cq->lock);
 	if (cq->nconns) {
-		rdmx_error("rdmx_cq_destroy: %u connections still deliver to "
-			   "this cq",
+		rdmx_error("rdmx_cq_destroy: %u connections or srqs still "
+			   "deliver to this cq",
 			   cq->nconns);
 		pthread_mutex_unlock(&cq->lock);
 		return RDMX_ERR_BUSY;

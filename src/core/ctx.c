@@ -208,11 +208,13 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
 	if (!ctx)
 		return RDMX_OK;
 	pthread_mutex_lock(&ctx->lock);
-	if (ctx->nconns || ctx->ncqs || ctx->nlisteners || ctx->nmrs) {
+	if (ctx->nconns || ctx->ncqs || ctx->nlisteners || ctx->nmrs ||
+	    ctx->nsrqs) {
 		rdmx_error(
 			"rdmx_ctx_destroy: context still has %u connections, "
-			"%u cqs, %u listeners and %u registrations",
-			ctx->nconns, ctx->ncqs, ctx->nlisteners, ctx->nmrs);
+			"%u cqs, %u srqs, %u listeners and %u registrations",
+			ctx->nconns, ctx->ncqs, ctx->nsrqs, ctx->nlisteners,
+			ctx->nmrs);
 		pthread_mutex_unlock(&ctx->lock);
 		return RDMX_ERR_BUSY;
 	}

@@ -12,7 +12,14 @@ struct rdmx_hs {
 	int fd;
 	const char *peer;
 	uint64_t deadline;
+	uint64_t allow; /* transports the connection may use (its srq's) */
 };
+
+/* What this side offers: what it can use, less what the connection may not. */
+static uint64_t rdmx_hs_offer(const struct rdmx_hs *hs)
+{
+	return rdmx_ctx_transport_mask(hs->ctx, hs->fd) & hs->allow;
+}
 
 static rdmx_status rdmx_hs_send(struct rdmx_hs *hs, struct rdmx_hs_msg *msg)
 {
@@ -199,7 +206,7 @@ static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 		return RDMX_HS_KEY_REQUIRED;
 	if (!has_key && (hello->flags & RDMX_HS_F_HAS_KEY))
 		return RDMX_HS_KEY_UNEXPECTED;
-	common = hello->transports & rdmx_ctx_transport_mask(hs->ctx, hs->fd);
+	common = hello->transports & rdmx_hs_offer(hs);
 	same_host = !sodium_memcmp(hello->host_id, hs->ctx->host_id,
 				   RDMX_HS_HOST_ID_LEN);
 	chosen = rdmx_hs_choose(common, same_host, &welcome->why);
@@ -214,11 +221,12 @@ static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 }
 
 rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
-			   struct rdmx_hs_result *res)
+			   uint64_t allow, struct rdmx_hs_result *res)
 {
 	struct rdmx_hs hs = { ctx, fd, peer,
 			      rdmx_now_us() +
-				      ctx->cfg.handshake_timeout_ms * 1000 };
+				      ctx->cfg.handshake_timeout_ms * 1000,
+			      allow };
 	struct rdmx_hs_msg hello, welcome = { .type = RDMX_HS_WELCOME };
 	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT };
 	uint8_t mac[RDMX_HS_MAC_LEN];
@@ -228,7 +236,7 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	if (st)
 		return st;
 	welcome.code = rdmx_hs_check_hello(&hs, &hello, &welcome);
-	welcome.transports = rdmx_ctx_transport_mask(ctx, fd);
+	welcome.transports = rdmx_hs_offer(&hs);
 	welcome.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	if (welcome.code) {
 		rdmx_hs_send(&hs, &welcome);
@@ -266,17 +274,18 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 }
 
 rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
-			   struct rdmx_hs_result *res)
+			   uint64_t allow, struct rdmx_hs_result *res)
 {
 	struct rdmx_hs hs = { ctx, fd, peer,
 			      rdmx_now_us() +
-				      ctx->cfg.handshake_timeout_ms * 1000 };
+				      ctx->cfg.handshake_timeout_ms * 1000,
+			      allow };
 	struct rdmx_hs_msg hello = { .type = RDMX_HS_HELLO }, welcome;
 	struct rdmx_hs_msg auth = { .type = RDMX_HS_AUTH }, result;
 	uint8_t mac[RDMX_HS_MAC_LEN];
 	rdmx_status st;
 
-	hello.transports = rdmx_ctx_transport_mask(ctx, fd);
+	hello.transports = rdmx_hs_offer(&hs);
 	hello.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	memcpy(hello.host_id, ctx->host_id, sizeof(hello.host_id));
 	randombytes_buf(hello.nonce, sizeof(hello.nonce));

@@ -214,6 +214,15 @@ rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,
 	return RDMX_OK;
 }
 
+rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,
+			    const struct rdmx_sge *sg, int num_sge)
+{
+	uint64_t total;
+
+	return rdmx_sge_check(sg, num_sge, (int)ctx->cfg.conn_max_sge, true,
+			      &total);
+}
+
 /* Packed descriptor: be64 addr, be64 length, be32 rkey, be32 version. */
 #define RDMX_REMOTE_PACK_VERSION 1
 

@@ -43,6 +43,7 @@ const struct rdmx_transport_ops rdmx_shm_ops = {
 	.conn_close = rdmx_sw_conn_close,
 	.post_send = rdmx_sw_post_send,
 	.post_recv = rdmx_sw_post_recv,
+	.srq = &rdmx_sw_srq_ops,
 	.progress = rdmx_sw_progress,
 	.idle = rdmx_sw_idle,
 	.progress_fd = rdmx_sw_progress_fd,

@@ -151,6 +151,10 @@ struct rdmx_sw_conn {
 	uint64_t next_seq;
 	uint32_t outstanding; /* in sq + inflight */
 	uint32_t peer_credits; /* RECVs the peer posted that we may consume */
+	uint64_t credits_got; /* all credits ever received */
+	uint32_t sq_needy; /* requests in sq that need a credit */
+	uint32_t asked; /* of them, what the peer knows it owes us */
+	bool peer_shared; /* the peer grants from a srq: ASK when short */
 	struct rdmx_sw_queue sq; /* posted, not yet committed */
 	struct rdmx_sw_queue inflight; /* committed, awaiting an answer */
 
@@ -162,6 +166,18 @@ struct rdmx_sw_conn {
 	struct rdmx_sw_recv *rq_head, *rq_tail;
 	uint32_t rq_count;
 	uint32_t grant; /* RECVs posted but not yet told to the peer */
+	uint64_t granted_total; /* all credits ever put in frames */
+
+	/* target with a shared receive queue (sw_srq.c); srq->lock guards
+	 * the srq_* fields */
+	struct rdmx_sw_srq *srq;
+	struct rdmx_sw_conn *srq_next; /* the srq's connections */
+	uint32_t srq_held; /* credits the peer holds, as far as we know */
+	uint32_t srq_want; /* credits it waits for */
+	uint32_t srq_pending; /* granted, not yet in a frame */
+	bool srq_revoke; /* a REVOKE is due */
+	bool srq_revoking; /* one is out: no grants until the RETURN */
+	bool srq_kick; /* has a frame to send: kick after unlocking */
 
 	/* receive state: a header, then its payload */
 	uint8_t rxbuf[RDMX_SW_RXBUF];
@@ -187,6 +203,42 @@ struct rdmx_sw_transport {
 	const struct rdmx_transport_ops *ops;
 	const struct rdmx_sw_pipe *pipe;
 };
+
+/*
+ * A shared receive queue of the software transports: one pool of RECVs
+ * for connections of tcp and shm alike. Each peer may send only on a
+ * credit, as always; credits come from the pool by demand, one standing
+ * credit goes to each idle connection while RECVs are spare, and credits an
+ * idle peer holds are revoked when another one waits.
+ */
+struct rdmx_sw_srq {
+	struct rdmx_srq *srq;
+	pthread_mutex_t lock; /* nests inside connection locks */
+	struct rdmx_sw_recv *head, *tail;
+	uint32_t count; /* RECVs posted, not taken */
+	uint32_t reserved; /* of them, promised as credits */
+	struct rdmx_sw_conn *links;
+	struct rdmx_sw_conn *cursor; /* where the next demand round starts */
+	atomic_bool kick; /* some srq_kick is set */
+};
+
+extern const struct rdmx_srq_ops rdmx_sw_srq_ops;
+
+/* sw_srq.c */
+/* The connection's RECVs come from attr's srq: join it, tell the peer. */
+void rdmx_sw_srq_attach(struct rdmx_sw_conn *c);
+/* Leave (the connection died): its credits go back to the pool. */
+void rdmx_sw_srq_detach(struct rdmx_sw_conn *c);
+/* A SEND or WRITE_IMM arrived: does the peer hold a credit for it? */
+bool rdmx_sw_srq_ready(struct rdmx_sw_conn *c);
+/* Take the RECV for it, spending the peer's credit. */
+struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c);
+/* ASK or RETURN from the peer. */
+void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h);
+/* Before transmitting: move grants and a due REVOKE into frames. */
+void rdmx_sw_srq_tx(struct rdmx_sw_conn *c);
+/* Unlock @c, then send what other connections of its srq have due. */
+void rdmx_sw_unlock(struct rdmx_sw_conn *c);
 
 /* sw_conn.c */
 rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
@@ -217,7 +269,11 @@ void rdmx_sw_complete(struct rdmx_sw_conn *c, uint64_t wr_id,
 rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr);
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			      int num_sge, uint64_t wr_id);
-/* Queue an answer frame (ACK, NAK, READ_RESP, ATOMIC_RESP). */
+/* A RECV of the checked @sg, or NULL when out of memory. */
+struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
+				      uint64_t wr_id);
+/* Queue an answer or control frame (ACK, NAK, READ_RESP, ATOMIC_RESP,
+ * CREDIT); on failure the connection is dead. */
 rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 			   struct rdmx_mr *mr, const struct iovec *payload);
 /* Acknowledge request @seq, merged into a queued ACK where order allows. */

@@ -188,6 +188,12 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 		st = RDMX_ERR_SYSTEM;
 		goto err_slot;
 	}
+	if (c->base.srq) {
+		pthread_mutex_lock(&c->lock);
+		if (!c->dead)
+			rdmx_sw_srq_attach(c);
+		rdmx_sw_unlock(c);
+	}
 	*conn_p = &c->base;
 	return RDMX_OK;
 
@@ -266,6 +272,7 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	rdmx_mr_release(c->rx_mr);
 	c->rx_mr = NULL;
 	c->rq_count = 0;
+	rdmx_sw_srq_detach(c);
 	rdmx_sw_watch(c, EPOLL_CTL_DEL);
 	c->tctx->tp->pipe->shutdown(c);
 }
@@ -276,7 +283,7 @@ void rdmx_sw_conn_close(struct rdmx_conn *conn)
 
 	pthread_mutex_lock(&c->lock);
 	rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
-	pthread_mutex_unlock(&c->lock);
+	rdmx_sw_unlock(c);
 	rdmx_sw_slot_del(c->tctx, c->key);
 	rdmx_sw_conn_put(c);
 }

@@ -45,6 +45,7 @@ static struct rdmx_sw_op *rdmx_sw_q_pop(struct rdmx_sw_queue *q)
 static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 {
 	op->h.credits = c->grant;
+	c->granted_total += c->grant;
 	c->grant = 0;
 	rdmx_sw_hdr_pack(&op->h, op->hdr);
 	op->iov[0].iov_base = op->hdr;
@@ -136,25 +137,40 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 
 	if (c->dead)
 		return;
+	if (c->srq)
+		rdmx_sw_srq_tx(c);
 	/* The send queue is in order: a SEND without credit blocks it. */
 	while ((op = c->sq.head)) {
 		if (op->needs_credit) {
 			if (!c->peer_credits)
 				break;
 			c->peer_credits--;
+			c->sq_needy--;
 		}
 		rdmx_sw_q_pop(&c->sq);
 		rdmx_sw_q_push(&c->inflight, op);
 		rdmx_sw_tx_append(c, op);
 	}
-	/* Credits ride on any frame; with none going out, send one. */
-	if (c->grant && !c->tx_head) {
-		op = calloc(1, sizeof(*op));
-		if (op) {
-			op->h.type = RDMX_SW_CREDIT;
-			op->iovcnt = 1;
-			rdmx_sw_tx_append(c, op);
-		}
+	/* A peer that grants from a shared pool must hear that we wait. */
+	if (c->sq.head && c->peer_shared && c->sq_needy > c->asked) {
+		struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
+					 .op = RDMX_SW_CREDIT_ASK,
+					 .arg0 = c->sq_needy,
+					 .arg1 = c->credits_got };
+
+		if (rdmx_sw_answer(c, &h, NULL, NULL))
+			return;
+		c->asked = c->sq_needy;
+	}
+	/*
+	 * Credits ride on any frame; when none took them, send one (also
+	 * behind frames still queued: those were packed without them).
+	 */
+	if (c->grant) {
+		struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT };
+
+		if (rdmx_sw_answer(c, &h, NULL, NULL))
+			return;
 	}
 	rdmx_sw_tx_flush(c);
 }
@@ -306,12 +322,30 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 		op->in_q = true;
 		rdmx_sw_q_push(&c->sq, op);
 		c->outstanding++;
+		c->sq_needy += op->needs_credit;
 		rdmx_sw_tx_progress(c);
 	}
-	pthread_mutex_unlock(&c->lock);
+	rdmx_sw_unlock(c);
 	if (st)
 		free(op);
 	return st;
+}
+
+struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
+				      uint64_t wr_id)
+{
+	struct rdmx_sw_recv *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->wr_id = wr_id;
+	r->niov = num_sge;
+	for (int i = 0; i < num_sge; i++) {
+		r->iov[i].iov_base = sg[i].addr;
+		r->iov[i].iov_len = sg[i].length;
+		r->cap += sg[i].length;
+	}
+	return r;
 }
 
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
@@ -321,17 +355,9 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	struct rdmx_sw_recv *r;
 	rdmx_status st = RDMX_OK;
 
-	r = calloc(1, sizeof(*r));
+	r = rdmx_sw_recv_new(sg, num_sge, wr_id);
 	if (!r)
 		return RDMX_ERR_NOMEM;
-	r->wr_id = wr_id;
-	r->niov = num_sge;
-	for (int i = 0; i < num_sge; i++) {
-		r->iov[i].iov_base = sg[i].addr;
-		r->iov[i].iov_len = sg[i].length;
-		r->cap += sg[i].length;
-	}
-
 	pthread_mutex_lock(&c->lock);
 	if (c->dead)
 		st = RDMX_ERR_CONN_LOST;
@@ -347,7 +373,7 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 		c->grant++;
 		rdmx_sw_tx_progress(c);
 	}
-	pthread_mutex_unlock(&c->lock);
+	rdmx_sw_unlock(c);
 	if (st)
 		free(r);
 	return st;

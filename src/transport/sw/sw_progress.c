@@ -147,10 +147,19 @@ static struct rdmx_sw_op *rdmx_sw_answered(struct rdmx_sw_conn *c,
 	return op;
 }
 
+/* Does the peer hold a credit for a SEND or WRITE_IMM that arrived? */
+static bool rdmx_sw_rq_ready(struct rdmx_sw_conn *c)
+{
+	return c->srq ? rdmx_sw_srq_ready(c) : c->rq_head != NULL;
+}
+
+/* Take the RECV it spends, from the srq or our own queue. */
 static struct rdmx_sw_recv *rdmx_sw_rq_pop(struct rdmx_sw_conn *c)
 {
 	struct rdmx_sw_recv *r = c->rq_head;
 
+	if (c->srq)
+		return rdmx_sw_srq_take(c);
 	c->rq_head = r->next;
 	if (!c->rq_head)
 		c->rq_tail = NULL;
@@ -162,7 +171,7 @@ static struct rdmx_sw_recv *rdmx_sw_rq_pop(struct rdmx_sw_conn *c)
 
 static void rdmx_sw_rx_send(struct rdmx_sw_conn *c)
 {
-	if (!c->rq_head) {
+	if (!rdmx_sw_rq_ready(c)) {
 		rdmx_sw_proto_fail(c, "SEND without a credit");
 		return;
 	}
@@ -225,7 +234,7 @@ static void rdmx_sw_rx_write(struct rdmx_sw_conn *c)
 	const struct rdmx_sw_hdr *h = &c->rx_h;
 	struct iovec dst;
 
-	if (h->type == RDMX_SW_WRITE_IMM && !c->rq_head) {
+	if (h->type == RDMX_SW_WRITE_IMM && !rdmx_sw_rq_ready(c)) {
 		rdmx_sw_proto_fail(c, "WRITE_IMM without a credit");
 		return;
 	}
@@ -373,6 +382,35 @@ static void rdmx_sw_rx_atomic_resp(struct rdmx_sw_conn *c)
 	rdmx_sw_retire(c, RDMX_OK);
 }
 
+/* ---- credits on a shared pool (sw_srq.c) ------------------------------- */
+
+static void rdmx_sw_rx_credit(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
+				 .op = RDMX_SW_CREDIT_RETURN };
+
+	switch (c->rx_h.op) {
+	case RDMX_SW_CREDIT_SHARED: /* we are its sender */
+		c->peer_shared = true;
+		break;
+	case RDMX_SW_CREDIT_REVOKE:
+		/*
+		 * What no waiting request needs: credits that came in this
+		 * batch may not have been spent yet.
+		 */
+		h.arg0 = c->peer_credits > c->sq_needy
+				 ? c->peer_credits - c->sq_needy
+				 : 0;
+		c->peer_credits -= (uint32_t)h.arg0;
+		rdmx_sw_answer(c, &h, NULL, NULL);
+		break;
+	case RDMX_SW_CREDIT_ASK: /* we are its receiver */
+	case RDMX_SW_CREDIT_RETURN:
+		rdmx_sw_srq_credit(c, &c->rx_h);
+		break;
+	}
+}
+
 /* ---- frame dispatch ----------------------------------------------------- */
 
 static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
@@ -393,6 +431,8 @@ static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 		return;
 	}
 	c->peer_credits += c->rx_h.credits;
+	c->credits_got += c->rx_h.credits;
+	c->asked -= c->asked < c->rx_h.credits ? c->asked : c->rx_h.credits;
 	c->rx_nak = 0;
 	switch (c->rx_h.type) {
 	case RDMX_SW_SEND:
@@ -421,6 +461,7 @@ static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 		rdmx_sw_rx_atomic_resp(c);
 		break;
 	case RDMX_SW_CREDIT:
+		rdmx_sw_rx_credit(c);
 		break;
 	}
 }
@@ -599,7 +640,7 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 			rdmx_sw_rx_progress(c);
 		else
 			rdmx_sw_tx_progress(c);
-		pthread_mutex_unlock(&c->lock);
+		rdmx_sw_unlock(c);
 		rdmx_sw_conn_put(c);
 		handled++;
 	}

@@ -31,6 +31,14 @@
  * a NAK; READ_REQ a READ_RESP or a NAK; ATOMIC_REQ an ATOMIC_RESP or a NAK.
  * SEND and WRITE_IMM each spend one credit, granted by the receiver as it
  * posts RECVs, so nothing waits on retries.
+ *
+ * A receiver whose RECVs come from a shared receive queue cannot promise
+ * each peer its own: it grants from the pool by demand. Its first frame is
+ * a CREDIT with op SHARED; from then on the sender, when a request waits
+ * for a credit, ASKs (arg0: requests waiting for one; arg1: the credits it
+ * has received so far, so the receiver can subtract grants still on the
+ * way). The receiver may REVOKE the credits a peer holds and does not use;
+ * the peer answers RETURN (arg0: how many it gives back, maybe 0).
  */
 #ifndef RDMX_SW_PROTO_H
 #define RDMX_SW_PROTO_H
@@ -68,6 +76,16 @@ enum rdmx_sw_type {
 enum rdmx_sw_atomic {
 	RDMX_SW_FETCH_ADD = 1,
 	RDMX_SW_CMP_SWAP = 2,
+};
+
+/* `op` of a CREDIT frame. */
+enum rdmx_sw_credit_op {
+	RDMX_SW_CREDIT_GRANT = 0, /* the credits field only */
+	RDMX_SW_CREDIT_SHARED = 1, /* receiver: grants come by demand */
+	RDMX_SW_CREDIT_ASK = 2, /* sender: arg0 waiting, arg1 received */
+	RDMX_SW_CREDIT_REVOKE = 3, /* receiver: give back what you hold */
+	RDMX_SW_CREDIT_RETURN = 4, /* sender: arg0 credits given back */
+	RDMX_SW_CREDIT_OP_MAX = RDMX_SW_CREDIT_RETURN,
 };
 
 enum rdmx_sw_nak {
@@ -158,6 +176,8 @@ static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
 		return RDMX_ERR_PROTOCOL;
 	if (h->type == RDMX_SW_ATOMIC_REQ && h->op != RDMX_SW_FETCH_ADD &&
 	    h->op != RDMX_SW_CMP_SWAP)
+		return RDMX_ERR_PROTOCOL;
+	if (h->type == RDMX_SW_CREDIT && h->op > RDMX_SW_CREDIT_OP_MAX)
 		return RDMX_ERR_PROTOCOL;
 	if (h->type == RDMX_SW_NAK && h->op != RDMX_SW_NAK_ACCESS &&
 	    h->op != RDMX_SW_NAK_LENGTH)

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared receive queues over the software engine: credits on a shared pool.
+ *
+ * A peer may send a SEND or WRITE_IMM only on a credit, and a credit is a
+ * RECV set aside for it: reserved <= count always, so a credit is never
+ * refused. Which peer gets the spare RECVs (count - reserved) is decided in
+ * rdmx_sw_srq_balance(), in this order:
+ *   1. peers that ASKed, one credit each in turn, from a rotating cursor;
+ *   2. if some still wait and nothing is spare, REVOKE from the peers that
+ *      hold credits and ask for none (they RETURN what they did not use);
+ *   3. else one standing credit to each peer that holds none, so a
+ *      request/response peer never waits for an ASK round trip.
+ * Decisions are made under the srq lock and only recorded in each
+ * connection (srq_pending, srq_revoke); the connection sends them under its
+ * own lock. A connection that is not the caller's is "kicked" after the
+ * caller drops its connection lock (rdmx_sw_unlock): two connection locks
+ * are never held at once.
+ */
+#include <stdlib.h>
+
+#include "sw.h"
+
+#define RDMX_SW_KICK_BATCH 16
+
+static uint32_t rdmx_sw_srq_spare(const struct rdmx_sw_srq *s)
+{
+	return s->count - s->reserved;
+}
+
+static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
+{
+	l->srq_pending++;
+	l->srq_held++;
+	s->reserved++;
+	l->srq_kick = true;
+}
+
+/* The link after @l, wrapping around. */
+static struct rdmx_sw_conn *rdmx_sw_srq_next(const struct rdmx_sw_srq *s,
+					     const struct rdmx_sw_conn *l)
+{
+	return l->srq_next ? l->srq_next : s->links;
+}
+
+/* Step 1: grant to waiting peers, one each per round. True if any waits. */
+static bool rdmx_sw_srq_serve_demand(struct rdmx_sw_srq *s)
+{
+	struct rdmx_sw_conn *l, *start;
+	bool served = true;
+
+	/* A peer we revoke from is served once its RETURN is in. */
+	while (served && rdmx_sw_srq_spare(s)) {
+		served = false;
+		l = start = s->cursor ? s->cursor : s->links;
+		do {
+			if (l->srq_want && !l->srq_revoking &&
+			    rdmx_sw_srq_spare(s)) {
+				rdmx_sw_srq_give(s, l);
+				l->srq_want--;
+				s->cursor = rdmx_sw_srq_next(s, l);
+				served = true;
+			}
+			l = rdmx_sw_srq_next(s, l);
+		} while (l != start);
+	}
+	for (l = s->links; l; l = l->srq_next)
+		if (l->srq_want)
+			return true;
+	return false;
+}
+
+static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
+{
+	struct rdmx_sw_conn *l;
+
+	if (!s->links)
+		return;
+	if (rdmx_sw_srq_serve_demand(s)) {
+		/* Step 2: someone waits and nothing is spare. */
+		for (l = s->links; l; l = l->srq_next)
+			if (l->srq_held && !l->srq_want && !l->srq_revoking) {
+				l->srq_revoke = l->srq_revoking = true;
+				l->srq_kick = true;
+			}
+	} else {
+		/* Step 3: a standing credit for each idle peer. */
+		for (l = s->links; l && rdmx_sw_srq_spare(s); l = l->srq_next)
+			if (!l->srq_held && !l->srq_revoking)
+				rdmx_sw_srq_give(s, l);
+	}
+	for (l = s->links; l; l = l->srq_next)
+		if (l->srq_kick)
+			atomic_store(&s->kick, true);
+}
+
+/*
+ * Send what balancing left due on the srq's connections. Called with no
+ * connection lock held.
+ */
+static void rdmx_sw_srq_kicks(struct rdmx_sw_srq *s)
+{
+	struct rdmx_sw_conn *batch[RDMX_SW_KICK_BATCH];
+	int n;
+
+	do {
+		n = 0;
+		pthread_mutex_lock(&s->lock);
+		atomic_store(&s->kick, false);
+		for (struct rdmx_sw_conn *l = s->links;
+		     l && n < RDMX_SW_KICK_BATCH; l = l->srq_next) {
+			if (!l->srq_kick)
+				continue;
+			l->srq_kick = false;
+			atomic_fetch_add(&l->refs, 1);
+			batch[n++] = l;
+		}
+		if (n == RDMX_SW_KICK_BATCH)
+			atomic_store(&s->kick, true);
+		pthread_mutex_unlock(&s->lock);
+		for (int i = 0; i < n; i++) {
+			pthread_mutex_lock(&batch[i]->lock);
+			rdmx_sw_tx_progress(batch[i]);
+			pthread_mutex_unlock(&batch[i]->lock);
+			rdmx_sw_conn_put(batch[i]);
+		}
+	} while (atomic_load(&s->kick));
+}
+
+void rdmx_sw_unlock(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_srq *s = c->srq;
+
+	pthread_mutex_unlock(&c->lock);
+	if (s && atomic_load(&s->kick))
+		rdmx_sw_srq_kicks(s);
+}
+
+void rdmx_sw_srq_attach(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_srq *s = c->base.srq->tp;
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
+				 .op = RDMX_SW_CREDIT_SHARED };
+
+	pthread_mutex_lock(&s->lock);
+	c->srq = s;
+	c->srq_next = s->links;
+	s->links = c;
+	rdmx_sw_srq_balance(s);
+	c->srq_kick = false; /* sent below */
+	pthread_mutex_unlock(&s->lock);
+	/* First on the wire, so the peer knows before any credit. */
+	if (!rdmx_sw_answer(c, &h, NULL, NULL))
+		rdmx_sw_tx_progress(c);
+}
+
+void rdmx_sw_srq_detach(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_srq *s = c->srq;
+	struct rdmx_sw_conn **pp;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (pp = &s->links; *pp != c; pp = &(*pp)->srq_next)
+		;
+	*pp = c->srq_next;
+	if (s->cursor == c)
+		s->cursor = NULL;
+	s->reserved -= c->srq_held;
+	c->srq_held = c->srq_want = c->srq_pending = 0;
+	c->srq_kick = c->srq_revoke = false;
+	rdmx_sw_srq_balance(s);
+	pthread_mutex_unlock(&s->lock);
+	/* c->srq stays: rdmx_sw_unlock still sends the others' grants. */
+}
+
+bool rdmx_sw_srq_ready(struct rdmx_sw_conn *c)
+{
+	bool ready;
+
+	pthread_mutex_lock(&c->srq->lock);
+	ready = c->srq_held - c->srq_pending > 0;
+	pthread_mutex_unlock(&c->srq->lock);
+	return ready;
+}
+
+struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_srq *s = c->srq;
+	struct rdmx_sw_recv *r;
+
+	pthread_mutex_lock(&s->lock);
+	r = s->head;
+	s->head = r->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->count--;
+	s->reserved--;
+	c->srq_held--;
+	rdmx_sw_srq_balance(s);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
+{
+	struct rdmx_sw_srq *s = c->srq;
+	uint64_t on_way;
+
+	if (!s) {
+		rdmx_error("%s connection to %s: credit %s for a connection "
+			   "without a srq; ignored",
+			   c->base.ops->name, c->base.info.peer_addr,
+			   h->op == RDMX_SW_CREDIT_ASK ? "request" : "return");
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (h->op == RDMX_SW_CREDIT_ASK) {
+		/*
+		 * Grants the peer had not seen when it asked, and those
+		 * decided but not sent: counting either twice would leave a
+		 * want that no request has, and a peer that wants is never
+		 * revoked from.
+		 */
+		on_way = c->granted_total - h->arg1 + c->grant + c->srq_pending;
+		c->srq_want = h->arg0 > on_way ? (uint32_t)(h->arg0 - on_way)
+					       : 0;
+	} else if (h->arg0 > c->srq_held - c->srq_pending) {
+		pthread_mutex_unlock(&s->lock);
+		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
+		rdmx_error("%s connection to %s returned %llu credits it did "
+			   "not hold; closed",
+			   c->base.ops->name, c->base.info.peer_addr,
+			   (unsigned long long)h->arg0);
+		return;
+	} else {
+		c->srq_held -= (uint32_t)h->arg0;
+		s->reserved -= (uint32_t)h->arg0;
+		c->srq_revoking = false;
+	}
+	rdmx_sw_srq_balance(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rdmx_sw_srq_tx(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_srq *s = c->srq;
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
+				 .op = RDMX_SW_CREDIT_REVOKE };
+	bool revoke;
+
+	pthread_mutex_lock(&s->lock);
+	c->grant += c->srq_pending;
+	c->srq_pending = 0;
+	revoke = c->srq_revoke;
+	c->srq_revoke = false;
+	c->srq_kick = false;
+	pthread_mutex_unlock(&s->lock);
+	if (revoke)
+		rdmx_sw_answer(c, &h, NULL, NULL);
+}
+
+/* ---- the srq ops ----------------------------------------------------------
+ */
+
+static rdmx_status rdmx_sw_srq_create(struct rdmx_srq *srq)
+{
+	struct rdmx_sw_srq *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return RDMX_ERR_NOMEM;
+	s->srq = srq;
+	pthread_mutex_init(&s->lock, NULL);
+	srq->tp = s;
+	return RDMX_OK;
+}
+
+static void rdmx_sw_srq_destroy(struct rdmx_srq *srq)
+{
+	struct rdmx_sw_srq *s = srq->tp;
+	struct rdmx_sw_recv *r;
+
+	while ((r = s->head)) {
+		struct rdmx_completion wc = { .wr_id = r->wr_id,
+					      .status = RDMX_ERR_FLUSHED,
+					      .opcode = RDMX_OP_RECV };
+
+		s->head = r->next;
+		rdmx_cq_push(srq->cq, &wc);
+		free(r);
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static rdmx_status rdmx_sw_srq_post_recv(struct rdmx_srq *srq,
+					 const struct rdmx_sge *sg, int num_sge,
+					 uint64_t wr_id)
+{
+	struct rdmx_sw_srq *s = srq->tp;
+	struct rdmx_sw_recv *r = rdmx_sw_recv_new(sg, num_sge, wr_id);
+	bool kick;
+
+	if (!r)
+		return RDMX_ERR_NOMEM;
+	pthread_mutex_lock(&s->lock);
+	if (s->count >= srq->max_wr) {
+		pthread_mutex_unlock(&s->lock);
+		free(r);
+		return RDMX_ERR_AGAIN;
+	}
+	if (s->tail)
+		s->tail->next = r;
+	else
+		s->head = r;
+	s->tail = r;
+	s->count++;
+	rdmx_sw_srq_balance(s);
+	kick = atomic_load(&s->kick);
+	pthread_mutex_unlock(&s->lock);
+	if (kick)
+		rdmx_sw_srq_kicks(s);
+	return RDMX_OK;
+}
+
+const struct rdmx_srq_ops rdmx_sw_srq_ops = {
+	.name = "software (tcp, shm)",
+	.create = rdmx_sw_srq_create,
+	.destroy = rdmx_sw_srq_destroy,
+	.post_recv = rdmx_sw_srq_post_recv,
+};
