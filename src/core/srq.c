@@ -16,15 +16,16 @@ static const enum rdmx_transport_id rdmx_srq_order[] = {
 	RDMX_TRANSPORT_TCP,
 };
 
-/* The srq ops of the best usable transport that has them, and the mask of
- * every usable transport with the same ops. */
-static const struct rdmx_srq_ops *rdmx_srq_pick(struct rdmx_ctx *ctx,
-						uint64_t *mask_p)
+/*
+ * Set @srq up on the best usable transport whose srq ops take it (verbs may
+ * decline: iWARP), and let it serve every usable transport with the same
+ * ops. RDMX_ERR_UNSUPPORTED when none does.
+ */
+static rdmx_status rdmx_srq_setup(struct rdmx_srq *srq)
 {
-	uint64_t usable = rdmx_ctx_transport_mask(ctx, -1);
-	const struct rdmx_srq_ops *pick = NULL;
+	uint64_t usable = rdmx_ctx_transport_mask(srq->ctx, -1);
+	rdmx_status st = RDMX_ERR_UNSUPPORTED;
 
-	*mask_p = 0;
 	for (size_t i = 0;
 	     i < sizeof(rdmx_srq_order) / sizeof(rdmx_srq_order[0]); i++) {
 		const struct rdmx_transport_ops *ops =
@@ -32,12 +33,18 @@ static const struct rdmx_srq_ops *rdmx_srq_pick(struct rdmx_ctx *ctx,
 
 		if (!ops || !ops->srq || !(usable & (1ull << ops->id)))
 			continue;
-		if (!pick)
-			pick = ops->srq;
-		if (ops->srq == pick)
-			*mask_p |= 1ull << ops->id;
+		if (!srq->ops) {
+			st = ops->srq->create(srq);
+			if (st == RDMX_ERR_UNSUPPORTED)
+				continue;
+			if (st)
+				return st;
+			srq->ops = ops->srq;
+		}
+		if (ops->srq == srq->ops)
+			srq->transports |= 1ull << ops->id;
 	}
-	return pick;
+	return srq->ops ? RDMX_OK : st;
 }
 
 rdmx_status rdmx_srq_create(struct rdmx_ctx *ctx,
@@ -68,16 +75,12 @@ rdmx_status rdmx_srq_create(struct rdmx_ctx *ctx,
 	srq->max_wr = (attr->mask & RDMX_SRQ_ATTR_MAX_WR)
 			      ? attr->max_wr
 			      : (uint32_t)ctx->cfg.conn_max_recv_wr;
-	srq->ops = rdmx_srq_pick(ctx, &srq->transports);
-	if (!srq->ops) {
-		rdmx_error("rdmx_srq_create: no usable transport has shared "
-			   "receive queues (transport: %s)",
-			   ctx->cfg.transport);
-		free(srq);
-		return RDMX_ERR_UNSUPPORTED;
-	}
-	st = srq->ops->create(srq);
+	st = rdmx_srq_setup(srq);
 	if (st) {
+		if (st == RDMX_ERR_UNSUPPORTED)
+			rdmx_error("rdmx_srq_create: no usable transport has "
+				   "shared receive queues (transport: %s)",
+				   ctx->cfg.transport);
 		free(srq);
 		return st;
 	}

@@ -69,6 +69,29 @@ struct rdmx_verbs_pending {
 
 /* wr_id of a receive: the ring slot, tagged apart from send slots. */
 #define RDMX_VERBS_RQ_TAG (1ull << 32)
+/* wr_id of a shared receive queue's RECV: its slot in the srq. */
+#define RDMX_VERBS_SRQ_TAG (1ull << 33)
+
+/*
+ * A shared receive queue on the device (InfiniBand and RoCE only: iWARP
+ * has no RNR retry for a SEND to wait on). A SEND that finds it empty is
+ * RNR-NAKed and retried by the sender's NIC without limit. Completions
+ * come in the CQ of whichever connection consumed the RECV; the slot in
+ * the wr_id finds its record.
+ */
+struct rdmx_verbs_srq {
+	struct rdmx_verbs_ctx *vctx;
+	struct ibv_srq *ibsrq;
+	pthread_mutex_t lock; /* the slots; nests inside connection locks */
+	uint32_t size, nfree;
+	uint32_t *free; /* stack of free slots */
+	struct rdmx_verbs_srq_slot {
+		uint64_t wr_id;
+		uint64_t seq; /* posting order, for the flush at destroy */
+		bool used;
+	} * slot;
+	uint64_t seq;
+};
 
 /* A FIFO of records: completions pop them in posting order. */
 struct rdmx_verbs_ring {
@@ -92,6 +115,8 @@ struct rdmx_verbs_conn {
 		       */
 	struct ibv_cq *cq;
 	uint32_t max_inline;
+	struct rdmx_verbs_srq *srq; /* our RECVs come from it: no credits */
+	bool peer_srq; /* the peer's do: no credits to wait for */
 
 	pthread_mutex_t lock;
 	bool dead; /* QP moved to error: flushing */
@@ -139,7 +164,16 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn);
 /* Move the QP to error: everything posted flushes with @st. */
 void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st);
 
+/* verbs_srq.c */
+extern const struct rdmx_srq_ops rdmx_verbs_srq_ops;
+/* The record of the srq RECV in @slot, which completed; frees the slot. */
+struct rdmx_verbs_rec rdmx_verbs_srq_take(struct rdmx_verbs_srq *s,
+					  uint32_t slot);
+
 /* verbs_post.c */
+/* A RECV's sges for the device (zero-length ones left out); the count. */
+int rdmx_verbs_recv_sges(const struct rdmx_sge *sg, int num_sge,
+			 struct ibv_sge *out);
 rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr);
 rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,

@@ -165,7 +165,7 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 	const struct rdmx_config *cfg = &v->ctx->cfg;
 	/* One credit update in flight beside the user's work. */
 	uint32_t sq = (uint32_t)cfg->conn_max_send_wr + 2;
-	uint32_t rq = (uint32_t)cfg->conn_max_recv_wr;
+	uint32_t rq = (uint32_t)cfg->conn_max_recv_wr, cqe;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
 	int sge = v->attr.max_sge < (int)cfg->conn_max_sge
 			  ? v->attr.max_sge
@@ -182,15 +182,22 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 		sq = (uint32_t)v->attr.max_qp_wr;
 	if (rq > (uint32_t)v->attr.max_qp_wr)
 		rq = (uint32_t)v->attr.max_qp_wr;
-	c->cq = ibv_create_cq(v->dev, (int)(sq + rq), c, v->chan, 0);
+	/* With a srq, every RECV it holds may complete in our CQ. */
+	cqe = sq + (c->srq ? c->srq->size : rq);
+	c->cq = ibv_create_cq(v->dev, (int)cqe, c, v->chan, 0);
 	if (!c->cq || ibv_req_notify_cq(c->cq, 0)) {
-		rdmx_error("verbs: ibv_create_cq of %u entries: %m", sq + rq);
+		rdmx_error("verbs: ibv_create_cq of %u entries: %m", cqe);
 		return RDMX_ERR_SYSTEM;
 	}
 	qa.send_cq = qa.recv_cq = c->cq;
 	qa.cap.max_send_wr = sq;
-	qa.cap.max_recv_wr = rq;
+	qa.cap.max_recv_wr = c->srq ? 0 : rq;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = (uint32_t)sge;
+	if (c->srq) {
+		qa.srq = c->srq->ibsrq;
+		qa.cap.max_recv_sge = 0;
+		rq = 1; /* the ring stays unused */
+	}
 	qa.cap.max_inline_data = (uint32_t)cfg->verbs_max_inline_data;
 	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
 			    &ack_timeout, sizeof(ack_timeout)))
@@ -214,10 +221,17 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 	return RDMX_OK;
 }
 
-static struct rdma_conn_param rdmx_verbs_param(const struct rdmx_verbs_ctx *v)
+static struct rdma_conn_param rdmx_verbs_param(const struct rdmx_verbs_conn *c)
 {
-	/* READ and atomics need responder resources; RNR never happens. */
-	struct rdma_conn_param p = { .retry_count = 7, .rnr_retry_count = 0 };
+	const struct rdmx_verbs_ctx *v = c->vctx;
+	/*
+	 * READ and atomics need responder resources. RNR never happens with
+	 * credits; towards a srq it does, and rnr_retry_count is what the
+	 * peer's QP will do then (rdma_cm hands each side's to the other):
+	 * 7, retry for as long as it takes.
+	 */
+	struct rdma_conn_param p = { .retry_count = 7,
+				     .rnr_retry_count = c->srq ? 7 : 0 };
 
 	p.responder_resources = (uint8_t)(v->attr.max_qp_rd_atom < 16
 						  ? v->attr.max_qp_rd_atom
@@ -293,7 +307,7 @@ static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
 				     struct rdmx_verbs_setup *theirs,
 				     uint64_t deadline)
 {
-	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
+	struct rdma_conn_param param = rdmx_verbs_param(c);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct rdma_cm_id *lid, *id;
@@ -445,7 +459,7 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 				      const struct rdmx_verbs_setup *theirs,
 				      uint64_t deadline)
 {
-	struct rdma_conn_param param = rdmx_verbs_param(c->vctx);
+	struct rdma_conn_param param = rdmx_verbs_param(c);
 	struct sockaddr_storage src, dst;
 	socklen_t sl = sizeof(src), dl = sizeof(dst);
 	struct rdma_cm_id *id;
@@ -528,6 +542,22 @@ static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 	free(c);
 }
 
+/*
+ * Towards our srq, a SEND that finds it empty is told to come back after
+ * the RNR timer of our QP: rdma_cm leaves it at 0, which means 655 ms.
+ * 1 (10 us) lets it in soon after a RECV is posted.
+ */
+static void rdmx_verbs_rnr_timer(struct rdmx_verbs_conn *c)
+{
+	struct ibv_qp_attr a = { .min_rnr_timer = 1 };
+
+	if (ibv_modify_qp(c->qp, &a, IBV_QP_MIN_RNR_TIMER))
+		rdmx_warn("verbs: cannot shorten the RNR timer of the QP to "
+			  "%s (a SEND to an empty srq then waits 655 ms per "
+			  "retry): %m",
+			  c->base.info.peer_addr);
+}
+
 /* Register the credit words: [0] the peer writes, [1] we write from. */
 static rdmx_status rdmx_verbs_credits(struct rdmx_verbs_conn *c,
 				      struct rdmx_verbs_setup *mine)
@@ -584,6 +614,10 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		       sizeof(c->base.info.peer_addr));
 	c->ech = rdma_create_event_channel();
 	mine.mtu = rdmx_verbs_mtu_wanted(&v->ctx->cfg);
+	if (c->base.srq) {
+		c->srq = c->base.srq->tp;
+		mine.flags |= RDMX_VERBS_F_SRQ;
+	}
 	st = c->ech ? rdmx_verbs_credits(c, &mine) : RDMX_ERR_SYSTEM;
 	/* Each side's setup: the peer's credit word, its MTU wish and,
 	 * connecting, its rdma_cm port. */
@@ -598,7 +632,10 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		goto err;
 	c->peer_credit_addr = theirs.credit_addr;
 	c->peer_credit_rkey = theirs.credit_rkey;
+	c->peer_srq = theirs.flags & RDMX_VERBS_F_SRQ;
 	rdmx_verbs_log_gid(c);
+	if (c->srq)
+		rdmx_verbs_rnr_timer(c);
 
 	pthread_mutex_lock(&v->lock);
 	ev.data.ptr = c;

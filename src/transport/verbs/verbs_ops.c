@@ -16,6 +16,7 @@ const struct rdmx_transport_ops rdmx_verbs_ops = {
 	.post_send = rdmx_verbs_post_send,
 	.post_list = rdmx_verbs_post_list,
 	.post_recv = rdmx_verbs_post_recv,
+	.srq = &rdmx_verbs_srq_ops,
 	.progress = rdmx_verbs_progress,
 	.progress_fd = rdmx_verbs_progress_fd,
 };

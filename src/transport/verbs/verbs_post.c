@@ -28,6 +28,8 @@ static void rdmx_verbs_ring_unpush(struct rdmx_verbs_ring *r)
 /* Credits the peer granted that we have not used. */
 static uint64_t rdmx_verbs_credits_left(const struct rdmx_verbs_conn *c)
 {
+	if (c->peer_srq)
+		return UINT64_MAX;
 	return __atomic_load_n(c->credit_in, __ATOMIC_ACQUIRE) - c->consumed;
 }
 
@@ -39,7 +41,8 @@ static bool rdmx_verbs_needs_credit(enum rdmx_opcode op)
 static bool rdmx_verbs_have_credit(const struct rdmx_verbs_conn *c)
 {
 	/* The peer's NIC writes this word: read it as the atomic it is. */
-	return __atomic_load_n(c->credit_in, __ATOMIC_ACQUIRE) > c->consumed;
+	return c->peer_srq ||
+	       __atomic_load_n(c->credit_in, __ATOMIC_ACQUIRE) > c->consumed;
 }
 
 static rdmx_status rdmx_verbs_errno(const struct rdmx_verbs_conn *c, int rc)
@@ -339,6 +342,24 @@ rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,
 	return st;
 }
 
+int rdmx_verbs_recv_sges(const struct rdmx_sge *sg, int num_sge,
+			 struct ibv_sge *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < num_sge; i++) {
+		struct ibv_mr *imr =
+			sg[i].mr ? sg[i].mr->tp_mr[RDMX_TRANSPORT_VERBS] : NULL;
+
+		if (!sg[i].length)
+			continue;
+		out[n].addr = (uintptr_t)sg[i].addr;
+		out[n].length = sg[i].length;
+		out[n++].lkey = imr ? imr->lkey : 0;
+	}
+	return n;
+}
+
 rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 				 const struct rdmx_sge *sg, int num_sge,
 				 uint64_t wr_id)
@@ -353,16 +374,7 @@ rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 	rdmx_status st = RDMX_OK;
 	int rc;
 
-	for (int i = 0; i < num_sge; i++) {
-		struct ibv_mr *imr =
-			sg[i].mr ? sg[i].mr->tp_mr[RDMX_TRANSPORT_VERBS] : NULL;
-
-		if (!sg[i].length)
-			continue;
-		sge[w.num_sge].addr = (uintptr_t)sg[i].addr;
-		sge[w.num_sge].length = sg[i].length;
-		sge[w.num_sge++].lkey = imr ? imr->lkey : 0;
-	}
+	w.num_sge = rdmx_verbs_recv_sges(sg, num_sge, sge);
 	pthread_mutex_lock(&c->lock);
 	if (c->dead) {
 		st = RDMX_ERR_CONN_LOST;

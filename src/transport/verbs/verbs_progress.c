@@ -62,19 +62,31 @@ static void rdmx_verbs_failed(struct rdmx_verbs_conn *c,
 	rdmx_verbs_flush_pending(c, c->flush_status);
 }
 
+/* The record of a completed RECV: our queue's oldest, or the srq's slot. */
+static struct rdmx_verbs_rec rdmx_verbs_recv_rec(struct rdmx_verbs_conn *c,
+						 const struct ibv_wc *wc)
+{
+	struct rdmx_verbs_ring *r = &c->rq;
+	struct rdmx_verbs_rec rec;
+
+	if (wc->wr_id & RDMX_VERBS_SRQ_TAG)
+		return rdmx_verbs_srq_take(c->srq, (uint32_t)wc->wr_id);
+	rec = r->rec[r->head];
+	r->head = (r->head + 1) % r->size;
+	r->count--;
+	r->signaled--;
+	return rec;
+}
+
 static void rdmx_verbs_complete_recv(struct rdmx_verbs_conn *c,
 				     const struct ibv_wc *wc)
 {
-	struct rdmx_verbs_ring *r = &c->rq;
-	struct rdmx_verbs_rec rec = r->rec[r->head];
+	struct rdmx_verbs_rec rec = rdmx_verbs_recv_rec(c, wc);
 	struct rdmx_completion out = { .wr_id = rec.wr_id,
 				       .conn = &c->base,
 				       .opcode = rec.opcode,
 				       .byte_len = wc->byte_len };
 
-	r->head = (r->head + 1) % r->size;
-	r->count--;
-	r->signaled--;
 	out.status = rdmx_verbs_status(c, wc, true, rec.opcode);
 	rdmx_verbs_failed(c, wc, out.status);
 	if (!out.status && wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
@@ -140,7 +152,8 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 	do {
 		n = ibv_poll_cq(c->cq, 16, wc);
 		for (int i = 0; i < n; i++) {
-			if (wc[i].wr_id & RDMX_VERBS_RQ_TAG)
+			if (wc[i].wr_id &
+			    (RDMX_VERBS_RQ_TAG | RDMX_VERBS_SRQ_TAG))
 				rdmx_verbs_complete_recv(c, &wc[i]);
 			else
 				rdmx_verbs_complete_send(c, &wc[i]);
@@ -165,6 +178,13 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 	/* Only requests the NIC will report can be overdue. */
 	if (c->dead || !c->sq.signaled || now - c->busy_since < limit)
 		return;
+	/* A SEND to a srq waits, RNR-retried, until a RECV is posted there. */
+	if (c->peer_srq && c->sq.count &&
+	    (c->sq.rec[c->sq.head].opcode == RDMX_OP_SEND ||
+	     c->sq.rec[c->sq.head].opcode == RDMX_OP_WRITE_IMM)) {
+		c->busy_since = now;
+		return;
+	}
 	rdmx_error("verbs: %s completed nothing for %llu ms with %u requests "
 		   "outstanding to %s; failing the connection "
 		   "(verbs.request_timeout)",

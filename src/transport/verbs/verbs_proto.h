@@ -5,7 +5,11 @@
  *   be32 magic "RDMV", be32 version, be32 rdma_cm port (the accepting side
  *   listens there; 0 from the connecting side), be32 the largest path MTU
  *   the sender wants in bytes (verbs.mtu; 0: the route's),
- *   be64 address and be32 rkey of the sender's credit word, be32 reserved.
+ *   be64 address and be32 rkey of the sender's credit word, be32 flags.
+ * RDMX_VERBS_F_SRQ: the sender's RECVs come from a shared receive queue.
+ * It grants no credits then: SENDs towards it go straight to the NIC,
+ * which retries them on RNR (the sender asked rdma_cm for infinite RNR
+ * retries) until a RECV is posted.
  */
 #ifndef RDMX_VERBS_PROTO_H
 #define RDMX_VERBS_PROTO_H
@@ -17,12 +21,14 @@
 #define RDMX_VERBS_MAGIC 0x52444d56u /* "RDMV" */
 #define RDMX_VERBS_VERSION 1
 #define RDMX_VERBS_SETUP_LEN 32
+#define RDMX_VERBS_F_SRQ 1u
 
 struct rdmx_verbs_setup {
 	uint32_t cm_port;
 	uint32_t mtu; /* bytes; 0: auto */
 	uint64_t credit_addr;
 	uint32_t credit_rkey;
+	uint32_t flags; /* RDMX_VERBS_F_* */
 };
 
 _Static_assert(RDMX_VERBS_SETUP_LEN == 4 * 4 + 8 + 2 * 4, "setup size");
@@ -36,7 +42,7 @@ static inline void rdmx_verbs_setup_pack(const struct rdmx_verbs_setup *s,
 	rdmx_put_be(b + 12, s->mtu, 4);
 	rdmx_put_be(b + 16, s->credit_addr, 8);
 	rdmx_put_be(b + 24, s->credit_rkey, 4);
-	rdmx_put_be(b + 28, 0, 4);
+	rdmx_put_be(b + 28, s->flags, 4);
 }
 
 static inline int rdmx_verbs_setup_unpack(const uint8_t b[RDMX_VERBS_SETUP_LEN],
@@ -50,6 +56,7 @@ static inline int rdmx_verbs_setup_unpack(const uint8_t b[RDMX_VERBS_SETUP_LEN],
 	s->mtu = (uint32_t)rdmx_get_be(b + 12, 4);
 	s->credit_addr = rdmx_get_be(b + 16, 8);
 	s->credit_rkey = (uint32_t)rdmx_get_be(b + 24, 4);
+	s->flags = (uint32_t)rdmx_get_be(b + 28, 4); /* unknown bits: ignored */
 	return 0;
 }
 
