@@ -105,7 +105,7 @@ static rdmx_status bench_serve_send(struct cli_session *s, struct cli_buf *b,
 		struct rdmx_sge r = { b->p + (posted % slots) * o->size,
 				      (uint32_t)o->size, b->mr };
 
-		st = rdmx_post_recv(s->conn, &r, 1, posted);
+		st = cli_post_recv(s, &r, 1, posted);
 	}
 	for (uint64_t i = 0; i < o->iters && !st; i++) {
 		struct rdmx_sge r = { b->p + (i % slots) * o->size,
@@ -113,7 +113,7 @@ static rdmx_status bench_serve_send(struct cli_session *s, struct cli_buf *b,
 
 		st = cli_expect(s, RDMX_OP_RECV, &wc);
 		if (!st && posted < o->iters)
-			st = rdmx_post_recv(s->conn, &r, 1, posted++);
+			st = cli_post_recv(s, &r, 1, posted++);
 		if (!st && !o->bw) {
 			st = rdmx_post_send(s->conn, &r, i);
 			if (!st)
@@ -281,7 +281,7 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 	double t0;
 
 	if (o->op == B_SEND)
-		st = rdmx_post_recv(s->conn, &in, 1, i);
+		st = cli_post_recv(s, &in, 1, i);
 	if (o->op == B_WRITE)
 		b->p[2 * o->size - 1] = v;
 	t0 = cli_now_us();
@@ -609,6 +609,8 @@ static void bench_usage(FILE *f)
 		"                    /status there (\":0\": any port, printed)\n"
 		"options (server):\n"
 		"      --once        exit after one client\n"
+		"      --use_srq     each client's RECVs from a shared receive\n"
+		"                    queue (as RDMX_CONN_USE_SRQ=on)\n"
 		"Latency is half the round trip for send and write, the whole\n"
 		"operation for read and atomic; both sides spin, as perftest.\n");
 }
@@ -629,6 +631,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "metrics", required_argument, NULL, 6 },
 		{ "transport", required_argument, NULL, 7 },
 		{ "duration", required_argument, NULL, 'D' },
+		{ "use_srq", no_argument, NULL, 8 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -701,6 +704,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 						optarg);
 			/* The same as RDMX_TRANSPORT, which it overrides. */
 			setenv("RDMX_TRANSPORT", optarg, 1);
+			break;
+		case 8: /* perftest's name for it */
+			setenv("RDMX_CONN_USE_SRQ", "on", 1);
 			break;
 		case 'h':
 			bench_usage(stdout);

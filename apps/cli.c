@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "config.h"
 #include "sock.h"
 
 volatile sig_atomic_t cli_stop;
@@ -173,6 +174,13 @@ rdmx_status cli_session_open(struct cli_session *s, const char *config)
 	if (!st)
 		st = rdmx_mr_reg(s->ctx, s->in, CLI_MSG,
 				 RDMX_ACCESS_LOCAL_WRITE, &s->in_mr);
+	if (!st) {
+		struct rdmx_config cfg;
+
+		/* The context read it already: this cannot fail now. */
+		if (!rdmx_config_load(config, &cfg, NULL))
+			s->use_srq = cfg.conn_use_srq;
+	}
 	return st;
 }
 
@@ -230,11 +238,19 @@ void cli_buf_free(struct cli_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+rdmx_status cli_post_recv(struct cli_session *s, const struct rdmx_sge *sg,
+			  int num_sge, uint64_t wr_id)
+{
+	if (s->srq)
+		return rdmx_srq_post_recv(s->srq, sg, num_sge, wr_id);
+	return rdmx_post_recv(s->conn, sg, num_sge, wr_id);
+}
+
 rdmx_status cli_recv_ctl(struct cli_session *s)
 {
 	struct rdmx_sge sg = { s->in, CLI_MSG, s->in_mr };
 
-	return rdmx_post_recv(s->conn, &sg, 1, 0);
+	return cli_post_recv(s, &sg, 1, 0);
 }
 
 rdmx_status cli_send_ctl(struct cli_session *s, uint32_t len)
@@ -247,6 +263,30 @@ rdmx_status cli_send_ctl(struct cli_session *s, uint32_t len)
 	return st ? st : cli_expect(s, RDMX_OP_SEND, &wc);
 }
 
+/*
+ * cli_wait for the session's connection. With a srq its end completes
+ * nothing (the RECVs stay in the srq), so look at it while waiting.
+ */
+static rdmx_status cli_session_wait(struct cli_session *s,
+				    struct rdmx_completion *wc)
+{
+	rdmx_status st = RDMX_ERR_TIMEOUT;
+
+	if (!s->srq)
+		return cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
+	for (int waited = 0; waited < CLI_TIMEOUT_MS && !cli_stop;
+	     waited += 100) {
+		st = cli_wait(s->cq, wc, 100);
+		if (st != RDMX_ERR_TIMEOUT)
+			return st;
+		st = rdmx_conn_check(s->conn);
+		if (st)
+			return st;
+		st = RDMX_ERR_TIMEOUT;
+	}
+	return st;
+}
+
 rdmx_status cli_next(struct cli_session *s, struct rdmx_completion *wc)
 {
 	if (s->has_early) {
@@ -254,7 +294,7 @@ rdmx_status cli_next(struct cli_session *s, struct rdmx_completion *wc)
 		s->has_early = false;
 		return RDMX_OK;
 	}
-	return cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
+	return cli_session_wait(s, wc);
 }
 
 rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
@@ -266,7 +306,7 @@ rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
 		return RDMX_OK;
 	}
 	for (;;) {
-		rdmx_status st = cli_wait(s->cq, wc, CLI_TIMEOUT_MS);
+		rdmx_status st = cli_session_wait(s, wc);
 
 		if (st)
 			return st;
@@ -279,6 +319,39 @@ rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
 		s->early = *wc;
 		s->has_early = true;
 	}
+}
+
+/*
+ * A srq for the next client, or none. It lives for one session: RECVs a
+ * session leaves in it point into that session's buffers.
+ */
+static rdmx_status cli_srq_open(struct cli_session *s,
+				struct rdmx_conn_attr *attr)
+{
+	struct rdmx_srq_attr sa = { .cq = s->cq };
+	rdmx_status st;
+
+	if (!s->use_srq)
+		return RDMX_OK;
+	st = rdmx_srq_create(s->ctx, &sa, &s->srq);
+	if (st)
+		return st;
+	attr->mask |= RDMX_CONN_ATTR_SRQ;
+	attr->srq = s->srq;
+	return RDMX_OK;
+}
+
+/* After the session's connection closed: its RECVs flush, then go. */
+static void cli_srq_close(struct cli_session *s)
+{
+	struct rdmx_completion wc[16];
+
+	if (!s->srq)
+		return;
+	rdmx_srq_destroy(s->srq);
+	s->srq = NULL;
+	while (rdmx_poll(s->cq, wc, 16) > 0)
+		;
 }
 
 int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
@@ -299,11 +372,23 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 	fflush(stdout);
 	cli_catch_signals();
 	while (!cli_stop) {
+		st = s->srq ? RDMX_OK : cli_srq_open(s, &attr);
+		if (st) {
+			rdmx_listener_close(lst);
+			return cli_fail(cmd,
+					"cannot make a shared receive "
+					"queue (conn.use_srq): %s",
+					rdmx_strerror(st));
+		}
 		st = rdmx_accept(lst, &attr, 200, &s->conn);
 		if (st == RDMX_ERR_TIMEOUT)
 			continue;
 		if (st)
 			break;
+		if (s->srq)
+			printf("rdmx %s: client's RECVs come from a shared "
+			       "receive queue\n",
+			       cmd);
 		s->has_early = false;
 		st = fn(s, arg);
 		if (!st) {
@@ -320,10 +405,13 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 		/* Outstanding work flushes; the client sees the end. */
 		rdmx_conn_close(s->conn);
 		s->conn = NULL;
+		cli_srq_close(s);
+		attr.mask = 0;
 		fflush(stdout);
 		if (once)
 			break;
 	}
+	cli_srq_close(s);
 	rdmx_listener_close(lst);
 	printf("rdmx %s: server done: %u sessions ok, %u failed, %u stopped by "
 	       "a signal\n",

@@ -62,6 +62,8 @@ struct cli_session {
 	struct rdmx_completion early;
 	bool has_early;
 	struct cli_metrics *metrics; /* with --metrics */
+	bool use_srq; /* cli_serve: RECVs from a srq (conn.use_srq) */
+	struct rdmx_srq *srq; /* the session's, while one is served */
 };
 
 rdmx_status cli_session_open(struct cli_session *s, const char *config);
@@ -86,6 +88,9 @@ struct cli_buf {
 rdmx_status cli_buf_alloc(struct cli_session *s, struct cli_buf *b, size_t len,
 			  unsigned access);
 void cli_buf_free(struct cli_buf *b);
+/* Post a RECV on the session's connection, or its srq when it has one. */
+rdmx_status cli_post_recv(struct cli_session *s, const struct rdmx_sge *sg,
+			  int num_sge, uint64_t wr_id);
 /* Post a RECV for the next control message into s->in. */
 rdmx_status cli_recv_ctl(struct cli_session *s);
 /* SEND s->out (@len bytes) and wait for its completion. */
@@ -104,7 +109,8 @@ rdmx_status cli_next(struct cli_session *s, struct rdmx_completion *wc);
 /*
  * Serve clients one at a time on @addr until SIGINT or SIGTERM (or after
  * one with @once), calling @fn for each, then print a one-line summary.
- * Returns the exit code.
+ * With s->use_srq, each client's connection takes its RECVs from a srq
+ * made for it (cli_post_recv posts there). Returns the exit code.
  */
 typedef rdmx_status (*cli_serve_fn)(struct cli_session *s, void *arg);
 int cli_serve(const char *cmd, struct cli_session *s, const char *addr,

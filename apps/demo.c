@@ -104,7 +104,7 @@ static rdmx_status demo_serve_echo(struct cli_session *s, struct cli_buf *b,
 
 	/* Two buffers: the next RECV is posted before this echo goes out,
 	 * so the client's next SEND never waits for a credit. */
-	st = rdmx_post_recv(s->conn, &sg, 1, 0);
+	st = cli_post_recv(s, &sg, 1, 0);
 	for (uint64_t i = 0; !st && i < h->iters; i++) {
 		uint8_t *cur = b->p + (i % 2) * half;
 
@@ -115,7 +115,7 @@ static rdmx_status demo_serve_echo(struct cli_session *s, struct cli_buf *b,
 			return RDMX_ERR_PROTOCOL;
 		if (i + 1 < h->iters) {
 			sg.addr = b->p + ((i + 1) % 2) * half;
-			st = rdmx_post_recv(s->conn, &sg, 1, i + 1);
+			st = cli_post_recv(s, &sg, 1, i + 1);
 		}
 		sg.addr = cur;
 		if (!st)
@@ -134,7 +134,7 @@ static rdmx_status demo_serve_write(struct cli_session *s,
 	struct rdmx_completion wc;
 	rdmx_status st;
 
-	st = rdmx_post_recv(s->conn, NULL, 0, 0);
+	st = cli_post_recv(s, NULL, 0, 0);
 	for (uint64_t i = 0; !st && i < h->iters; i++) {
 		st = cli_expect(s, RDMX_OP_RECV_IMM, &wc);
 		if (st)
@@ -144,7 +144,7 @@ static rdmx_status demo_serve_write(struct cli_session *s,
 		    !demo_check(b->p, h->size, i, 0))
 			return RDMX_ERR_PROTOCOL;
 		if (i + 1 < h->iters)
-			st = rdmx_post_recv(s->conn, NULL, 0, i + 1);
+			st = cli_post_recv(s, NULL, 0, i + 1);
 		cli_put64(s->out, i);
 		if (!st)
 			st = rdmx_post_send(s->conn, &ack, i);
@@ -273,7 +273,7 @@ static double demo_iter(struct cli_session *s, struct cli_buf *b,
 		return t0;
 	}
 	demo_fill(out.addr, o->size, i, 0);
-	st = rdmx_post_recv(s->conn, o->mode == DEMO_SEND ? &in : &ack, 1, i);
+	st = cli_post_recv(s, o->mode == DEMO_SEND ? &in : &ack, 1, i);
 	t0 = cli_now_us();
 	if (!st && o->mode == DEMO_SEND)
 		st = rdmx_post_send(s->conn, &out, i);

@@ -84,7 +84,7 @@ static rdmx_status lambda_serve_call(struct cli_session *s,
 	sg.addr = ls->req.p;
 	sg.length = (uint32_t)ls->req.len;
 	sg.mr = ls->req.mr;
-	rst = rdmx_post_recv(s->conn, &sg, 1, 0);
+	rst = cli_post_recv(s, &sg, 1, 0);
 	if (!rst && st == LAMBDA_OK && out_len) {
 		struct rdmx_sge out = { ls->res.p, (uint32_t)out_len,
 					ls->res.mr };
@@ -118,7 +118,7 @@ static rdmx_status lambda_serve_one(struct cli_session *s, void *arg)
 		st = cli_buf_alloc(s, &ls.res, LAMBDA_MAX_RESULT, 0);
 	sg = (struct rdmx_sge){ ls.req.p, (uint32_t)ls.req.len, ls.req.mr };
 	if (!st)
-		st = rdmx_post_recv(s->conn, &sg, 1, 0);
+		st = cli_post_recv(s, &sg, 1, 0);
 	while (!st) {
 		uint64_t w0;
 
@@ -211,7 +211,7 @@ static rdmx_status lambda_call_once(struct cli_session *s, struct cli_buf *req,
 	struct rdmx_sge in = { rep->p, LAMBDA_REPLY, rep->mr };
 	rdmx_status st;
 
-	st = rdmx_post_recv(s->conn, &in, 1, 0);
+	st = cli_post_recv(s, &in, 1, 0);
 	if (!st)
 		st = rdmx_post_send(s->conn, &out, 0);
 	/* Our SEND and the reply may complete in either order. */

@@ -316,6 +316,16 @@ struct rdmx_conn_info {
 void rdmx_conn_info(const struct rdmx_conn *conn,
 		    struct rdmx_conn_info *info_p);
 
+/*
+ * rdmx_conn_check - RDMX_OK while the connection is up; once it has ended,
+ * the status its work completes with (RDMX_ERR_CONN_LOST when the peer
+ * died or closed, RDMX_ERR_FLUSHED after an error completion where errors
+ * close it). For connections whose RECVs come from a srq: their end
+ * completes nothing there, so a server with nothing else posted on one
+ * learns of it here.
+ */
+rdmx_status rdmx_conn_check(const struct rdmx_conn *conn);
+
 /* The attr's user_ctx, or NULL. */
 void *rdmx_conn_user_ctx(const struct rdmx_conn *conn);
 

@@ -63,6 +63,11 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(conn_max_sge),
 	  "Scatter/gather entries one work request may carry (verbs: also "
 	  "limited by the device)." },
+	{ "conn.use_srq", "off", RDMX_CFG_BOOL, 0, 0, NULL,
+	  RDMX_CFG_FIELD(conn_use_srq),
+	  "rdmx bench and demo servers: take each client's RECVs from a "
+	  "shared receive queue (rdmx_srq_create); in the library, a "
+	  "connection uses one when rdmx_conn_attr names it." },
 	{ "tcp.user_timeout", "2s", RDMX_CFG_TIME_MS, 100, 600000, NULL,
 	  RDMX_CFG_FIELD(tcp_user_timeout_ms),
 	  "A peer silent this long with data or keepalives unanswered is "

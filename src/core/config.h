@@ -38,6 +38,7 @@ struct rdmx_config {
 	uint64_t shm_single_copy_min;
 	bool progress_thread;
 	bool progress_use_event_channel;
+	bool conn_use_srq;
 	bool metrics_latency;
 	uint64_t progress_wait_spin_us;
 	uint64_t progress_idle_after_us;

@@ -227,6 +227,13 @@ void rdmx_conn_info(const struct rdmx_conn *conn, struct rdmx_conn_info *info_p)
 	*info_p = conn->info;
 }
 
+rdmx_status rdmx_conn_check(const struct rdmx_conn *conn)
+{
+	if (!conn)
+		return RDMX_ERR_INVALID;
+	return conn->ops->conn_check((struct rdmx_conn *)conn);
+}
+
 void *rdmx_conn_user_ctx(const struct rdmx_conn *conn)
 {
 	return conn->user_ctx;

@@ -76,6 +76,8 @@ struct rdmx_transport_ops {
 				   struct rdmx_conn **conn_p);
 	/* Flush posted work as RDMX_ERR_FLUSHED into the cq, then free. */
 	void (*conn_close)(struct rdmx_conn *conn);
+	/* RDMX_OK while up, else the status its work ended with. */
+	rdmx_status (*conn_check)(struct rdmx_conn *conn);
 	/* Initiator ops, all opcodes; wr and its sges are already checked. */
 	rdmx_status (*post_send)(struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr);

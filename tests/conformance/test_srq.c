@@ -251,6 +251,33 @@ static void test_srq_closed_conn_returns_credit(void **state)
 	srv_close(&v);
 }
 
+/* Its end completes nothing in the srq: rdmx_conn_check says so. */
+static void test_srq_conn_check_sees_end(void **state)
+{
+	struct srv v;
+	struct cli k;
+	uint64_t deadline;
+	rdmx_status st;
+
+	(void)state;
+	SRV_OPEN(&v, 8);
+	srv_post(&v, 0);
+	cli_open(&k, &v, 1);
+	assert_int_equal(rdmx_conn_check(v.conn[0]), RDMX_OK);
+	assert_int_equal(rdmx_conn_check(NULL), RDMX_ERR_INVALID);
+	rdmx_conn_close(k.conn[0]);
+	k.conn[0] = NULL;
+	deadline = now_ms() + (uint64_t)T_TIMEOUT_MS;
+	while (!(st = rdmx_conn_check(v.conn[0])) && now_ms() < deadline) {
+		struct rdmx_completion wc;
+
+		assert_int_equal(rdmx_poll(v.s.cq, &wc, 1), 0);
+	}
+	assert_int_equal(st, RDMX_ERR_CONN_LOST);
+	cli_close(&k);
+	srv_close(&v);
+}
+
 /*
  * Three connections stream 300 SENDs each through a srq of 16 RECVs that
  * the server re-posts as they complete: every message arrives, in order
@@ -419,6 +446,7 @@ int main(void)
 		cmocka_unit_test(test_srq_send_waits_for_recv),
 		cmocka_unit_test(test_srq_idle_credit_revoked),
 		cmocka_unit_test(test_srq_closed_conn_returns_credit),
+		cmocka_unit_test(test_srq_conn_check_sees_end),
 		cmocka_unit_test(test_srq_stream_many),
 		cmocka_unit_test(test_srq_write_imm),
 		cmocka_unit_test(test_srq_destroy_flushes),

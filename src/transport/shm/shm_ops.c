@@ -41,6 +41,7 @@ const struct rdmx_transport_ops rdmx_shm_ops = {
 	.close = rdmx_sw_close,
 	.conn_create = rdmx_shm_conn_create,
 	.conn_close = rdmx_sw_conn_close,
+	.conn_check = rdmx_sw_conn_check,
 	.post_send = rdmx_sw_post_send,
 	.post_recv = rdmx_sw_post_recv,
 	.srq = &rdmx_sw_srq_ops,

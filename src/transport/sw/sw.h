@@ -145,6 +145,7 @@ struct rdmx_sw_conn {
 
 	pthread_mutex_t lock;
 	bool dead;
+	rdmx_status dead_status; /* what the work flushed with */
 	bool want_out; /* EPOLLOUT is armed */
 
 	/* initiator */
@@ -220,6 +221,12 @@ struct rdmx_sw_srq {
 	struct rdmx_sw_conn *links;
 	struct rdmx_sw_conn *cursor; /* where the next demand round starts */
 	atomic_bool kick; /* some srq_kick is set */
+	/*
+	 * The user's, plus one per connection that joined, dropped when its
+	 * memory goes: a progress thread may still be in rdmx_sw_unlock()
+	 * of a closed connection when the user destroys the srq.
+	 */
+	atomic_int refs;
 };
 
 extern const struct rdmx_srq_ops rdmx_sw_srq_ops;
@@ -229,6 +236,8 @@ extern const struct rdmx_srq_ops rdmx_sw_srq_ops;
 void rdmx_sw_srq_attach(struct rdmx_sw_conn *c);
 /* Leave (the connection died): its credits go back to the pool. */
 void rdmx_sw_srq_detach(struct rdmx_sw_conn *c);
+/* The connection's memory goes: drop its reference. */
+void rdmx_sw_srq_put(struct rdmx_sw_srq *s);
 /* A SEND or WRITE_IMM arrived: does the peer hold a credit for it? */
 bool rdmx_sw_srq_ready(struct rdmx_sw_conn *c);
 /* Take the RECV for it, spending the peer's credit. */
@@ -256,6 +265,7 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 /* The engine's own EPOLLOUT arming, for pipes whose fd is the data fd. */
 void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want);
 void rdmx_sw_conn_close(struct rdmx_conn *conn);
+rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn);
 /* Look up by epoll key and take a reference; NULL if closed. No lock. */
 struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key);
 void rdmx_sw_conn_put(struct rdmx_sw_conn *c); /* no lock held */

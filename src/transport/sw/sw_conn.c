@@ -136,6 +136,8 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
+	if (c->srq)
+		rdmx_sw_srq_put(c->srq);
 	c->tctx->tp->pipe->destroy(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -250,6 +252,7 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	if (c->dead)
 		return;
 	c->dead = true;
+	c->dead_status = st;
 	/* Oldest first, so completions stay in posting order. */
 	rdmx_sw_flush_queue(c, &c->inflight, st);
 	rdmx_sw_flush_queue(c, &c->sq, st);
@@ -275,6 +278,17 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	rdmx_sw_srq_detach(c);
 	rdmx_sw_watch(c, EPOLL_CTL_DEL);
 	c->tctx->tp->pipe->shutdown(c);
+}
+
+rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn)
+{
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	rdmx_status st;
+
+	pthread_mutex_lock(&c->lock);
+	st = c->dead ? c->dead_status : RDMX_OK;
+	pthread_mutex_unlock(&c->lock);
+	return st;
 }
 
 void rdmx_sw_conn_close(struct rdmx_conn *conn)

@@ -142,6 +142,7 @@ void rdmx_sw_srq_attach(struct rdmx_sw_conn *c)
 	struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
 				 .op = RDMX_SW_CREDIT_SHARED };
 
+	atomic_fetch_add(&s->refs, 1);
 	pthread_mutex_lock(&s->lock);
 	c->srq = s;
 	c->srq_next = s->links;
@@ -272,8 +273,17 @@ static rdmx_status rdmx_sw_srq_create(struct rdmx_srq *srq)
 		return RDMX_ERR_NOMEM;
 	s->srq = srq;
 	pthread_mutex_init(&s->lock, NULL);
+	atomic_init(&s->refs, 1);
 	srq->tp = s;
 	return RDMX_OK;
+}
+
+void rdmx_sw_srq_put(struct rdmx_sw_srq *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	free(s);
 }
 
 static void rdmx_sw_srq_destroy(struct rdmx_srq *srq)
@@ -290,8 +300,9 @@ static void rdmx_sw_srq_destroy(struct rdmx_srq *srq)
 		rdmx_cq_push(srq->cq, &wc);
 		free(r);
 	}
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	s->tail = NULL;
+	s->srq = NULL;
+	rdmx_sw_srq_put(s);
 }
 
 static rdmx_status rdmx_sw_srq_post_recv(struct rdmx_srq *srq,

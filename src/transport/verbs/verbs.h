@@ -12,7 +12,8 @@
  * RDMA-WRITEs the running count of RECVs it has posted into an 8-byte word
  * the peer registered; a SEND or WRITE_IMM goes to the NIC only while that
  * count exceeds what we consumed, and waits (with all work behind it) in a
- * software queue otherwise.
+ * software queue otherwise. A connection whose RECVs come from a shared
+ * receive queue is the exception (verbs_srq.c): the NIC's RNR retry.
  *
  * Locking: `lock` of a connection guards its QP posting and its queues;
  * the context's `lock` guards the connection list. Order: context, then
@@ -161,6 +162,7 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
 				   struct rdmx_conn **conn_p);
 void rdmx_verbs_conn_close(struct rdmx_conn *conn);
+rdmx_status rdmx_verbs_conn_check(struct rdmx_conn *conn);
 /* Move the QP to error: everything posted flushes with @st. */
 void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st);
 

@@ -670,6 +670,17 @@ void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st)
 		rdmx_error("verbs: cannot move the QP to error: %m");
 }
 
+rdmx_status rdmx_verbs_conn_check(struct rdmx_conn *conn)
+{
+	struct rdmx_verbs_conn *c = to_verbs_conn(conn);
+	rdmx_status st;
+
+	pthread_mutex_lock(&c->lock);
+	st = c->dead ? c->flush_status : RDMX_OK;
+	pthread_mutex_unlock(&c->lock);
+	return st;
+}
+
 void rdmx_verbs_conn_close(struct rdmx_conn *conn)
 {
 	struct rdmx_verbs_conn *c = to_verbs_conn(conn), **pp;

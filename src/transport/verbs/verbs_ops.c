@@ -13,6 +13,7 @@ const struct rdmx_transport_ops rdmx_verbs_ops = {
 	.dereg_mr = rdmx_verbs_dereg_mr,
 	.conn_create = rdmx_verbs_conn_create,
 	.conn_close = rdmx_verbs_conn_close,
+	.conn_check = rdmx_verbs_conn_check,
 	.post_send = rdmx_verbs_post_send,
 	.post_list = rdmx_verbs_post_list,
 	.post_recv = rdmx_verbs_post_recv,
