@@ -322,23 +322,16 @@ rdmx_status cli_expect(struct cli_session *s, enum rdmx_opcode op,
 }
 
 /*
- * A srq for the next client, or none. It lives for one session: RECVs a
- * session leaves in it point into that session's buffers.
+ * With conn.use_srq, a srq for the next client. It lives for one session:
+ * RECVs a session leaves in it point into that session's buffers.
  */
-static rdmx_status cli_srq_open(struct cli_session *s,
-				struct rdmx_conn_attr *attr)
+static rdmx_status cli_srq_open(struct cli_session *s)
 {
 	struct rdmx_srq_attr sa = { .cq = s->cq };
-	rdmx_status st;
 
-	if (!s->use_srq)
+	if (!s->use_srq || s->srq)
 		return RDMX_OK;
-	st = rdmx_srq_create(s->ctx, &sa, &s->srq);
-	if (st)
-		return st;
-	attr->mask |= RDMX_CONN_ATTR_SRQ;
-	attr->srq = s->srq;
-	return RDMX_OK;
+	return rdmx_srq_create(s->ctx, &sa, &s->srq);
 }
 
 /* After the session's connection closed: its RECVs flush, then go. */
@@ -372,7 +365,7 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 	fflush(stdout);
 	cli_catch_signals();
 	while (!cli_stop) {
-		st = s->srq ? RDMX_OK : cli_srq_open(s, &attr);
+		st = cli_srq_open(s);
 		if (st) {
 			rdmx_listener_close(lst);
 			return cli_fail(cmd,
@@ -380,6 +373,8 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 					"queue (conn.use_srq): %s",
 					rdmx_strerror(st));
 		}
+		attr.mask = s->srq ? RDMX_CONN_ATTR_SRQ : 0;
+		attr.srq = s->srq;
 		st = rdmx_accept(lst, &attr, 200, &s->conn);
 		if (st == RDMX_ERR_TIMEOUT)
 			continue;
@@ -406,7 +401,6 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 		rdmx_conn_close(s->conn);
 		s->conn = NULL;
 		cli_srq_close(s);
-		attr.mask = 0;
 		fflush(stdout);
 		if (once)
 			break;

@@ -9,13 +9,6 @@
 
 #include "core.h"
 
-/* Best first, as the handshake prefers them. */
-static const enum rdmx_transport_id rdmx_srq_order[] = {
-	RDMX_TRANSPORT_VERBS,
-	RDMX_TRANSPORT_SHM,
-	RDMX_TRANSPORT_TCP,
-};
-
 /*
  * Set @srq up on the best usable transport whose srq ops take it (verbs may
  * decline: iWARP), and let it serve every usable transport with the same
@@ -26,10 +19,10 @@ static rdmx_status rdmx_srq_setup(struct rdmx_srq *srq)
 	uint64_t usable = rdmx_ctx_transport_mask(srq->ctx, -1);
 	rdmx_status st = RDMX_ERR_UNSUPPORTED;
 
-	for (size_t i = 0;
-	     i < sizeof(rdmx_srq_order) / sizeof(rdmx_srq_order[0]); i++) {
+	/* Best first, as the handshake chooses: the highest id. */
+	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--) {
 		const struct rdmx_transport_ops *ops =
-			rdmx_transport_by_id(rdmx_srq_order[i]);
+			rdmx_transport_by_id((unsigned)i);
 
 		if (!ops || !ops->srq || !(usable & (1ull << ops->id)))
 			continue;

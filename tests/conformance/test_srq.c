@@ -134,6 +134,17 @@ static void cli_send(struct cli *k, int i, int seq, int slot)
 			 RDMX_OK);
 }
 
+/* The client's SEND completes; the server's RECV came on connection @i. */
+static struct rdmx_completion sent_to(struct cli *k, struct srv *v, int i)
+{
+	struct rdmx_completion wc;
+
+	expect_wc(k->c.cq, RDMX_OK, RDMX_OP_SEND);
+	wc = expect_wc(v->s.cq, RDMX_OK, RDMX_OP_RECV);
+	assert_ptr_equal(wc.conn, v->conn[i]);
+	return wc;
+}
+
 /* The server connection a completion came from, by index. */
 static int srv_index(const struct srv *v, const struct rdmx_completion *wc)
 {
@@ -190,10 +201,8 @@ static void test_srq_send_waits_for_recv(void **state)
 	assert_int_equal(rdmx_cq_wait(k.c.cq, 200), RDMX_ERR_TIMEOUT);
 	assert_int_equal(rdmx_poll(v.s.cq, &wc, 1), 0);
 	srv_post(&v, 3);
-	expect_wc(k.c.cq, RDMX_OK, RDMX_OP_SEND);
-	wc = expect_wc(v.s.cq, RDMX_OK, RDMX_OP_RECV);
+	wc = sent_to(&k, &v, 0);
 	assert_int_equal(wc.wr_id, 103);
-	assert_ptr_equal(wc.conn, v.conn[0]);
 	assert_string_equal((char *)v.rx.p + 3 * SLOT, "0 7");
 	cli_close(&k);
 	srv_close(&v);
@@ -208,22 +217,17 @@ static void test_srq_idle_credit_revoked(void **state)
 {
 	struct srv v;
 	struct cli k;
-	struct rdmx_completion wc;
 
 	(void)state;
 	SRV_OPEN(&v, 8);
 	srv_post(&v, 0);
 	cli_open(&k, &v, 2);
 	cli_send(&k, 1, 1, 1);
-	expect_wc(k.c.cq, RDMX_OK, RDMX_OP_SEND);
-	wc = expect_wc(v.s.cq, RDMX_OK, RDMX_OP_RECV);
-	assert_ptr_equal(wc.conn, v.conn[1]);
+	sent_to(&k, &v, 1);
 	cli_send(&k, 0, 2, 2);
 	assert_int_equal(rdmx_cq_wait(k.c.cq, 100), RDMX_ERR_TIMEOUT);
 	srv_post(&v, 1);
-	expect_wc(k.c.cq, RDMX_OK, RDMX_OP_SEND);
-	wc = expect_wc(v.s.cq, RDMX_OK, RDMX_OP_RECV);
-	assert_ptr_equal(wc.conn, v.conn[0]);
+	sent_to(&k, &v, 0);
 	assert_string_equal((char *)v.rx.p + SLOT, "0 2");
 	cli_close(&k);
 	srv_close(&v);
@@ -234,7 +238,6 @@ static void test_srq_closed_conn_returns_credit(void **state)
 {
 	struct srv v;
 	struct cli k;
-	struct rdmx_completion wc;
 
 	(void)state;
 	SRV_OPEN(&v, 8);
@@ -244,9 +247,7 @@ static void test_srq_closed_conn_returns_credit(void **state)
 	rdmx_conn_close(v.conn[0]);
 	v.conn[0] = NULL;
 	cli_send(&k, 1, 5, 0);
-	expect_wc(k.c.cq, RDMX_OK, RDMX_OP_SEND);
-	wc = expect_wc(v.s.cq, RDMX_OK, RDMX_OP_RECV);
-	assert_ptr_equal(wc.conn, v.conn[1]);
+	sent_to(&k, &v, 1);
 	cli_close(&k);
 	srv_close(&v);
 }

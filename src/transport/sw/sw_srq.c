@@ -34,6 +34,7 @@ static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
 	l->srq_held++;
 	s->reserved++;
 	l->srq_kick = true;
+	atomic_store(&s->kick, true);
 }
 
 /* The link after @l, wrapping around. */
@@ -82,6 +83,7 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 			if (l->srq_held && !l->srq_want && !l->srq_revoking) {
 				l->srq_revoke = l->srq_revoking = true;
 				l->srq_kick = true;
+				atomic_store(&s->kick, true);
 			}
 	} else {
 		/* Step 3: a standing credit for each idle peer. */
@@ -89,9 +91,6 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 			if (!l->srq_held && !l->srq_revoking)
 				rdmx_sw_srq_give(s, l);
 	}
-	for (l = s->links; l; l = l->srq_next)
-		if (l->srq_kick)
-			atomic_store(&s->kick, true);
 }
 
 /*
