@@ -73,6 +73,22 @@ static void rdmx_shm_get(const uint8_t *data, uint64_t size, uint64_t pos,
 	memcpy(dst + first, data, n - first);
 }
 
+/*
+ * The peer writes one index of each ring: a wild one (more bytes in use
+ * than the ring holds, or a head past the tail) would make us copy past
+ * the mapping. Such a peer is broken or hostile: the pipe is.
+ */
+static bool rdmx_shm_wild(struct rdmx_sw_conn *c, uint64_t used, uint64_t size)
+{
+	if (used <= size)
+		return false;
+	rdmx_error("shm connection to %s: the peer wrote an impossible ring "
+		   "index (%llu bytes in use of %llu); closing it",
+		   c->base.info.peer_addr, (unsigned long long)used,
+		   (unsigned long long)size);
+	return true;
+}
+
 /* Producer side: copy as much of @iov as fits, publish, ring. */
 static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 			      int iovcnt)
@@ -82,12 +98,15 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		atomic_load_explicit(&p->tx->tail, memory_order_relaxed);
 	uint64_t head =
 		atomic_load_explicit(&p->tx->head, memory_order_acquire);
-	uint64_t space = p->tx_size - (tail - head);
+	uint64_t space;
 	size_t done = 0;
 
 	if (p->peer_gone ||
 	    atomic_load_explicit(&p->tx->closed, memory_order_acquire))
 		return -EPIPE;
+	if (rdmx_shm_wild(c, tail - head, p->tx_size))
+		return -EPROTO;
+	space = p->tx_size - (tail - head);
 	for (int i = 0; i < iovcnt && space; i++) {
 		size_t n = iov[i].iov_len < space ? iov[i].iov_len : space;
 
@@ -122,6 +141,8 @@ static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
 	size_t done = 0;
 
 	rdmx_shm_sync(p->rx, __tsan_acquire);
+	if (rdmx_shm_wild(c, avail, p->rx_size))
+		return -EPROTO;
 	if (!avail)
 		return closed || p->peer_gone ? 0 : -EAGAIN;
 	for (int i = 0; i < iovcnt && avail; i++) {

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: a shm peer that stores a wild index into a live ring (its
+ * producer tail on the ring we read, its consumer head on the ring we
+ * write) ends the connection with error completions; rdmx used to copy
+ * past the ring's mapping (SIGSEGV in rdmx_shm_get and rdmx_shm_put).
+ */
+#include <stdlib.h>
+
+#include "harness.h"
+#include "shm.h"
+
+static struct rdmx_shm_pipe *pipe_of(struct rdmx_conn *conn)
+{
+	return to_sw_conn(conn)->pipe_priv;
+}
+
+/* A RECV posted on the victim ends with an error, and the process lives. */
+static void wild(bool producer_tail)
+{
+	struct pair p;
+	struct buf b;
+	struct rdmx_sge s;
+	struct rdmx_shm_pipe *victim;
+	struct rdmx_completion wc;
+
+	/* A message larger than the ring: a wild index copies past it. */
+	setenv("RDMX_TRANSPORT", "shm", 1);
+	pair_open_with(&p, "RDMX_SHM_RING_SIZE", "4096");
+	buf_alloc(&p.s, &b, 64 << 10, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&b, 0, 64 << 10);
+	assert_int_equal(rdmx_post_recv(p.sconn, &s, 1, 1), RDMX_OK);
+	victim = pipe_of(p.sconn);
+	if (producer_tail) {
+		/* As the peer: more bytes published than the ring holds. */
+		atomic_fetch_add(&victim->rx->tail, 1ull << 40);
+		atomic_store(&victim->rx->consumer_waiting, 1);
+		assert_int_equal(rdmx_post_send(p.cconn, &s, 2), RDMX_OK);
+	} else {
+		/* As the peer: a head past everything we wrote. */
+		atomic_fetch_add(&victim->tx->head, 1ull << 40);
+		assert_int_equal(rdmx_post_send(p.sconn, &s, 3), RDMX_OK);
+		wc = wait_wc(p.s.cq);
+		assert_int_equal(wc.wr_id, 3);
+		assert_int_not_equal(wc.status, RDMX_OK);
+	}
+	wc = wait_wc(p.s.cq);
+	assert_int_equal(wc.wr_id, 1);
+	assert_int_not_equal(wc.status, RDMX_OK);
+	assert_int_not_equal(rdmx_conn_check(p.sconn), RDMX_OK);
+	buf_free(&b);
+	pair_close(&p);
+}
+
+static void test_shm_wild_producer_tail(void **state)
+{
+	(void)state;
+	wild(true);
+}
+
+static void test_shm_wild_consumer_head(void **state)
+{
+	(void)state;
+	wild(false);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shm_wild_producer_tail),
+		cmocka_unit_test(test_shm_wild_consumer_head),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
