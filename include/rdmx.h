@@ -503,6 +503,9 @@ struct rdmx_stats {
 	uint64_t lat_count[RDMX_STATS_OPS], lat_sum_ns[RDMX_STATS_OPS];
 	uint64_t conns_open[RDMX_STATS_TRANSPORTS];
 	uint64_t conns_total[RDMX_STATS_TRANSPORTS];
+	/* One-sided requests of peers this side refused (bad rkey, bounds,
+	 * access), and peers cut off for too many (conn.max_access_errors). */
+	uint64_t refused, peers_cut;
 };
 
 /* A snapshot of @ctx's counters. */

@@ -63,6 +63,16 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(conn_max_sge),
 	  "Scatter/gather entries one work request may carry (verbs: also "
 	  "limited by the device)." },
+	{ "conn.max_peer_requests", "1024", RDMX_CFG_UINT, 1, 65536, NULL,
+	  RDMX_CFG_FIELD(conn_max_peer_requests),
+	  "Software transports: requests a peer may have outstanding at "
+	  "this side. The peer is told and waits; one that sends more is cut "
+	  "off, so a flooding peer costs at most about 1 KiB per request." },
+	{ "conn.max_access_errors", "4", RDMX_CFG_UINT, 0, 1000000, NULL,
+	  RDMX_CFG_FIELD(conn_max_access_errors),
+	  "Software transports: a peer whose one-sided requests were refused "
+	  "this many times is cut off at the next refusal, so rkeys cannot "
+	  "be probed; 0 ends the connection at the first, as a NIC does." },
 	{ "conn.use_srq", "off", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(conn_use_srq),
 	  "rdmx bench and demo servers: take each client's RECVs from a "

@@ -278,6 +278,8 @@ void rdmx_stats_posted_tally(struct rdmx_conn *conn,
 /* Count a completion (from rdmx_cq_push, the connection still alive). */
 void rdmx_stats_completed(struct rdmx_ctx *ctx,
 			  const struct rdmx_completion *wc);
+/* A peer's one-sided request refused; @cut: the peer is cut off for it. */
+void rdmx_stats_refused(struct rdmx_ctx *ctx, bool cut);
 /* A connection of this transport opened (+1) or closed (-1). */
 void rdmx_stats_conn(struct rdmx_conn *conn, int delta);
 /* The post-time FIFO: created with the connection, stamped before a post,

@@ -153,6 +153,13 @@ void rdmx_stats_completed(struct rdmx_ctx *ctx,
 	pthread_mutex_unlock(&lat->lock);
 }
 
+void rdmx_stats_refused(struct rdmx_ctx *ctx, bool cut)
+{
+	rdmx_add(&ctx->stats.refused, 1);
+	if (cut)
+		rdmx_add(&ctx->stats.peers_cut, 1);
+}
+
 void rdmx_stats_conn(struct rdmx_conn *conn, int delta)
 {
 	struct rdmx_stats *s = &conn->ctx->stats;
@@ -344,5 +351,16 @@ size_t rdmx_stats_prometheus(const struct rdmx_stats *s, char *buf, size_t len)
 	rdmx_prom_transports(&o, "rdmx_connections_total", "counter",
 			     "Connections established, by transport.",
 			     s->conns_total);
+	rdmx_out(&o,
+		 "# HELP rdmx_refused_total One-sided requests of peers "
+		 "refused here (rkey, bounds, access).\n"
+		 "# TYPE rdmx_refused_total counter\n"
+		 "rdmx_refused_total %llu\n"
+		 "# HELP rdmx_peers_cut_total Peers cut off for too many "
+		 "refused requests (conn.max_access_errors).\n"
+		 "# TYPE rdmx_peers_cut_total counter\n"
+		 "rdmx_peers_cut_total %llu\n",
+		 (unsigned long long)s->refused,
+		 (unsigned long long)s->peers_cut);
 	return o.need;
 }

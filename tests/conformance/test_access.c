@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: one-sided access checks: rkey, bounds, flags, deregistration. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,7 +21,9 @@ struct rig {
 static void rig_open(struct rig *r, unsigned access)
 {
 	memset(r, 0, sizeof(*r));
-	pair_open(&r->p);
+	/* These cases count refusals of every kind on one connection; the
+	 * cut-off of a prober has its own case. */
+	pair_open_with(&r->p, "RDMX_CONN_MAX_ACCESS_ERRORS", "64");
 	buf_alloc(&r->p.s, &r->target, LEN, access);
 	memset(r->target.p, 0x5a, LEN);
 	buf_alloc(&r->p.c, &r->src, LEN, RDMX_ACCESS_LOCAL_WRITE);
@@ -266,6 +269,58 @@ static void test_mr_deregistered(void **state)
 	rig_close(&r);
 }
 
+/*
+ * A peer that keeps guessing rkeys is cut off: conn.max_access_errors
+ * refusals are answered, the next one too, and then the connection ends,
+ * as a NIC ends a queue pair at its first.
+ */
+static void test_mr_probe_cut_off(void **state)
+{
+	enum { MAX = 3 };
+	struct pair p;
+	struct buf target, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	struct rdmx_stats st;
+	char max[8];
+
+	(void)state;
+	snprintf(max, sizeof(max), "%d", MAX);
+	pair_open_with(&p, "RDMX_CONN_MAX_ACCESS_ERRORS", max);
+	buf_alloc(&p.s, &target, 64,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&p.c, &dst, 64, RDMX_ACCESS_LOCAL_WRITE);
+	rem = share_remote(&p, &target);
+	s = sge_of(&dst, 0, 8);
+	if (errors_close(p.cconn)) {
+		buf_free(&target);
+		buf_free(&dst);
+		pair_close(&p);
+		suite_skip("%s: the device ends the connection at the first "
+			   "refusal",
+			   suite_transport());
+	}
+	for (int i = 0; i <= MAX; i++) {
+		/* A guess: never the real rkey. */
+		uint32_t guess = rem.rkey ^ (0x9e3779b9u * (uint32_t)(i + 1));
+
+		assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr, guess,
+						(uint64_t)i),
+				 RDMX_OK);
+		expect_wc(p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_READ);
+	}
+	/* The right key now finds the connection over. */
+	if (rdmx_post_read(p.cconn, &s, rem.addr, rem.rkey, 99) == RDMX_OK)
+		expect_wc(p.c.cq, RDMX_ERR_CONN_LOST, RDMX_OP_READ);
+	assert_int_not_equal(rdmx_conn_check(p.cconn), RDMX_OK);
+	rdmx_ctx_stats(p.s.ctx, &st);
+	assert_int_equal(st.refused, MAX + 1);
+	assert_int_equal(st.peers_cut, 1);
+	buf_free(&target);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 static void test_mr_write_imm_refused_keeps_recv(void **state)
 {
 	struct rig r;
@@ -406,6 +461,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mr_large_out_of_bounds),
 		cmocka_unit_test(test_mr_missing_access),
 		cmocka_unit_test(test_mr_deregistered),
+		cmocka_unit_test(test_mr_probe_cut_off),
 		cmocka_unit_test(test_mr_write_imm_refused_keeps_recv),
 		cmocka_unit_test(test_mr_dereg_during_read),
 	};

@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rdmx_conn_attr attr = { .cq = cq };
 	struct rdmx_completion wc[16];
 	struct rdmx_conn *conn;
-	uint8_t *b, sink[4096];
+	uint8_t *b, sink[4096], limit[RDMX_SW_HDR_LEN];
 	int fds[2], idle = 0;
 
 	if (size > 60000 || socketpair(AF_UNIX, SOCK_STREAM, 0, fds))
@@ -103,6 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rdmx_tcp_ops.conn_create(tcp, fds[0], false, &attr, &conn))
 		abort();
 	post_requests(conn);
+	/* The peer's limit first, so our requests go out and answers match. */
+	rdmx_sw_hdr_pack(&(struct rdmx_sw_hdr){ .type = RDMX_SW_CREDIT,
+						.op = RDMX_SW_CREDIT_LIMIT,
+						.arg0 = 64 },
+			 limit);
+	if (write(fds[1], limit, sizeof(limit)) != (ssize_t)sizeof(limit))
+		abort();
 	b = resolve(data, size);
 	if (write(fds[1], b, size) != (ssize_t)size)
 		abort();

@@ -106,6 +106,8 @@ struct rdmx_sw_op {
 	bool in_tx; /* in the transmit queue */
 	bool needs_credit; /* SEND, WRITE_IMM */
 	bool unsignaled; /* RDMX_WR_UNSIGNALED: no completion on success */
+	/* answers: how many of the peer's requests this frame answers */
+	uint32_t covers;
 	/* requests */
 	uint64_t wr_id;
 	enum rdmx_opcode opcode;
@@ -151,6 +153,8 @@ struct rdmx_sw_conn {
 	/* initiator */
 	uint64_t next_seq;
 	uint32_t outstanding; /* in sq + inflight */
+	uint32_t inflight_n; /* in inflight */
+	uint32_t peer_limit; /* requests the peer lets us have at it (LIMIT) */
 	uint32_t peer_credits; /* RECVs the peer posted that we may consume */
 	uint64_t credits_got; /* all credits ever received */
 	uint32_t sq_needy; /* requests in sq that need a credit */
@@ -164,6 +168,8 @@ struct rdmx_sw_conn {
 	size_t tx_off; /* bytes of tx_head already sent */
 
 	/* target */
+	uint32_t owed; /* the peer's requests whose answers have not left */
+	uint32_t access_errors; /* requests of the peer refused so far */
 	struct rdmx_sw_recv *rq_head, *rq_tail;
 	uint32_t rq_count;
 	uint32_t grant; /* RECVs posted but not yet told to the peer */
@@ -190,7 +196,14 @@ struct rdmx_sw_conn {
 	uint64_t rx_left;
 	uint16_t rx_nak; /* answer with this NAK when placed */
 	uint8_t rx_refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN]; /* BYREF descriptors */
-	struct rdmx_mr *rx_mr; /* WRITE target, held while placing */
+	/*
+	 * The one-sided target of the frame being received, held while
+	 * placing. Between progress calls it is let go (rx_parked) and looked
+	 * up again by rkey, so a peer that stops mid-frame cannot hold up
+	 * rdmx_mr_dereg; a region gone meanwhile turns the rest into a NAK.
+	 */
+	struct rdmx_mr *rx_mr;
+	bool rx_parked;
 	struct rdmx_sw_recv *rx_recv; /* RECV a SEND is filling */
 };
 

@@ -158,6 +158,21 @@ static int rdmx_sw_watch(struct rdmx_sw_conn *c, int op)
 	return 0;
 }
 
+/*
+ * Our first frame: how many requests the peer may have outstanding here.
+ * It commits none before it has heard this.
+ */
+static void rdmx_sw_tell_limit(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_hdr h = {
+		.type = RDMX_SW_CREDIT,
+		.op = RDMX_SW_CREDIT_LIMIT,
+		.arg0 = c->base.ctx->cfg.conn_max_peer_requests,
+	};
+
+	rdmx_sw_answer(c, &h, NULL, NULL);
+}
+
 rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 				void *pipe_priv,
 				const struct rdmx_conn_attr *attr,
@@ -190,12 +205,12 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 		st = RDMX_ERR_SYSTEM;
 		goto err_slot;
 	}
-	if (c->base.srq) {
-		pthread_mutex_lock(&c->lock);
-		if (!c->dead)
-			rdmx_sw_srq_attach(c);
-		rdmx_sw_unlock(c);
-	}
+	pthread_mutex_lock(&c->lock);
+	rdmx_sw_tell_limit(c);
+	if (c->base.srq && !c->dead)
+		rdmx_sw_srq_attach(c);
+	rdmx_sw_tx_progress(c);
+	rdmx_sw_unlock(c);
 	*conn_p = &c->base;
 	return RDMX_OK;
 
@@ -256,6 +271,7 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	/* Oldest first, so completions stay in posting order. */
 	rdmx_sw_flush_queue(c, &c->inflight, st);
 	rdmx_sw_flush_queue(c, &c->sq, st);
+	c->inflight_n = 0;
 	while ((op = c->tx_head)) {
 		c->tx_head = op->tx_next;
 		op->in_tx = false;
@@ -274,6 +290,7 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	}
 	rdmx_mr_release(c->rx_mr);
 	c->rx_mr = NULL;
+	c->rx_parked = false;
 	c->rq_count = 0;
 	rdmx_sw_srq_detach(c);
 	rdmx_sw_watch(c, EPOLL_CTL_DEL);

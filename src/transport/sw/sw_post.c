@@ -82,6 +82,7 @@ static void rdmx_sw_tx_advance(struct rdmx_sw_conn *c, size_t sent)
 		if (!c->tx_head)
 			c->tx_tail = NULL;
 		op->in_tx = false;
+		c->owed -= op->covers;
 		rdmx_sw_op_drop(op);
 	}
 }
@@ -139,8 +140,11 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 		return;
 	if (c->srq)
 		rdmx_sw_srq_tx(c);
-	/* The send queue is in order: a SEND without credit blocks it. */
-	while ((op = c->sq.head)) {
+	/*
+	 * The send queue is in order: a SEND without credit blocks it, and so
+	 * does the peer's limit on our requests outstanding at it.
+	 */
+	while ((op = c->sq.head) && c->inflight_n < c->peer_limit) {
 		if (op->needs_credit) {
 			if (!c->peer_credits)
 				break;
@@ -149,6 +153,7 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 		}
 		rdmx_sw_q_pop(&c->sq);
 		rdmx_sw_q_push(&c->inflight, op);
+		c->inflight_n++;
 		rdmx_sw_tx_append(c, op);
 	}
 	/* A peer that grants from a shared pool must hear that we wait. */
@@ -190,6 +195,7 @@ rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 	}
 	op->h = *h;
 	op->mr = mr;
+	op->covers = rdmx_sw_is_answer(h);
 	op->iovcnt = 1;
 	if (payload && payload->iov_len)
 		op->iov[op->iovcnt++] = *payload;
@@ -210,6 +216,7 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq)
 	    !(op == c->tx_head && c->tx_off)) {
 		op->h.seq = seq;
 		op->h.arg0 = seq;
+		op->covers++;
 		rdmx_sw_hdr_pack(&op->h, op->hdr);
 		return RDMX_OK;
 	}

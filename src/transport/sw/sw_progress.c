@@ -24,10 +24,10 @@
 
 static void rdmx_sw_proto_fail(struct rdmx_sw_conn *c, const char *what)
 {
-	rdmx_error("tcp connection to %s: %s (frame type %u seq %llu); "
+	rdmx_error("%s connection to %s: %s (frame type %u seq %llu); "
 		   "closing it",
-		   c->base.info.peer_addr, what, c->rx_h.type,
-		   (unsigned long long)c->rx_h.seq);
+		   c->base.ops->name, c->base.info.peer_addr, what,
+		   c->rx_h.type, (unsigned long long)c->rx_h.seq);
 	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
 
@@ -110,11 +110,29 @@ static void rdmx_sw_rx_consume(struct rdmx_sw_conn *c, const uint8_t *src,
 	}
 }
 
+/*
+ * Refuse request @seq. An access refusal counts against the peer: past
+ * conn.max_access_errors it has been probing rkeys, and the connection
+ * ends once this NAK is on its way, as a NIC's queue pair goes to error.
+ */
 static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code)
 {
 	struct rdmx_sw_hdr h = { .type = RDMX_SW_NAK, .op = code, .seq = seq };
+	uint64_t max = c->base.ctx->cfg.conn_max_access_errors;
 
-	rdmx_sw_answer(c, &h, NULL, NULL);
+	if (rdmx_sw_answer(c, &h, NULL, NULL) || code != RDMX_SW_NAK_ACCESS)
+		return;
+	if (++c->access_errors <= max) {
+		rdmx_stats_refused(c->base.ctx, false);
+		return;
+	}
+	rdmx_stats_refused(c->base.ctx, true);
+	rdmx_warn("%s connection to %s: %u one-sided requests refused "
+		  "(conn.max_access_errors %llu); cutting the peer off",
+		  c->base.ops->name, c->base.info.peer_addr, c->access_errors,
+		  (unsigned long long)max);
+	rdmx_sw_tx_progress(c);
+	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
 
 /* Pop the oldest request and complete it. */
@@ -126,11 +144,27 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 	if (!c->inflight.head)
 		c->inflight.tail = NULL;
 	c->outstanding--;
+	c->inflight_n--;
 	if (st || !op->unsignaled)
 		rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len,
 				 0);
 	op->in_q = false;
 	rdmx_sw_op_drop(op);
+}
+
+/*
+ * A request completes only once all its bytes have left its buffers: the
+ * peer cannot have placed or refused what it has not received, and an
+ * answer before that would let the application reuse or free a buffer the
+ * engine is still sending from. True (and the connection failed) if @op
+ * is still being sent.
+ */
+static bool rdmx_sw_sending(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
+{
+	if (!op->in_tx)
+		return false;
+	rdmx_sw_proto_fail(c, "answer to a request not yet sent in full");
+	return true;
 }
 
 /* The oldest request, if it is the one an answer of @type for @seq is for. */
@@ -144,6 +178,8 @@ static struct rdmx_sw_op *rdmx_sw_answered(struct rdmx_sw_conn *c,
 		rdmx_sw_proto_fail(c, "answer to no outstanding request");
 		return NULL;
 	}
+	if (rdmx_sw_sending(c, op))
+		return NULL;
 	return op;
 }
 
@@ -329,6 +365,8 @@ static void rdmx_sw_rx_ack(struct rdmx_sw_conn *c)
 			rdmx_sw_proto_fail(c, "ACK overtakes an answer");
 			return;
 		}
+		if (rdmx_sw_sending(c, op))
+			return;
 		rdmx_sw_retire(c, RDMX_OK);
 	}
 }
@@ -393,6 +431,13 @@ static void rdmx_sw_rx_credit(struct rdmx_sw_conn *c)
 	case RDMX_SW_CREDIT_SHARED: /* we are its sender */
 		c->peer_shared = true;
 		break;
+	case RDMX_SW_CREDIT_LIMIT:
+		if (!c->rx_h.arg0 || c->rx_h.arg0 > RDMX_SW_MAX_CREDITS) {
+			rdmx_sw_proto_fail(c, "impossible request limit");
+			return;
+		}
+		c->peer_limit = (uint32_t)c->rx_h.arg0;
+		break;
 	case RDMX_SW_CREDIT_REVOKE:
 		/*
 		 * What no waiting request needs: credits that came in this
@@ -429,6 +474,18 @@ static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 	if ((c->rx_h.flags & RDMX_SW_F_BYREF) && !c->tctx->tp->pipe->pull) {
 		rdmx_sw_proto_fail(c, "single-copy frame on a pipe without it");
 		return;
+	}
+	/*
+	 * What we owe the peer is bounded by the limit we told it (and one
+	 * REVOKE): a peer past it floods us, and is not served.
+	 */
+	if (rdmx_sw_is_request(&c->rx_h)) {
+		if (c->owed > c->base.ctx->cfg.conn_max_peer_requests) {
+			rdmx_sw_proto_fail(c, "more requests outstanding than "
+					      "conn.max_peer_requests allows");
+			return;
+		}
+		c->owed++;
 	}
 	c->peer_credits += c->rx_h.credits;
 	c->credits_got += c->rx_h.credits;
@@ -583,9 +640,45 @@ static ssize_t rdmx_sw_rx_read(struct rdmx_sw_conn *c)
 	return -1;
 }
 
+/*
+ * Between progress calls a frame may wait for its peer indefinitely: let
+ * go of the region it is placed into, so rdmx_mr_dereg need not wait.
+ */
+static void rdmx_sw_rx_park(struct rdmx_sw_conn *c)
+{
+	if (!c->rx_mr || !c->rx_in_payload)
+		return;
+	rdmx_mr_release(c->rx_mr);
+	c->rx_mr = NULL;
+	c->rx_parked = true;
+}
+
+/* Take it back; deregistered meanwhile, the rest is dropped and refused. */
+static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
+{
+	const struct rdmx_sw_hdr *h = &c->rx_h;
+
+	if (!c->rx_parked || c->dead)
+		return;
+	c->rx_parked = false;
+	c->rx_mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
+				   h->type == RDMX_SW_READ_REQ
+					   ? RDMX_ACCESS_REMOTE_READ
+					   : RDMX_ACCESS_REMOTE_WRITE);
+	if (c->rx_mr)
+		return;
+	rdmx_info("%s connection to %s: rkey 0x%x was deregistered while a "
+		  "request for it arrived; refusing it",
+		  c->base.ops->name, c->base.info.peer_addr, h->rkey);
+	c->rx_nak = RDMX_SW_NAK_ACCESS;
+	c->rx_iov_i = c->rx_niov; /* the rest goes nowhere */
+}
+
 void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
 {
 	ssize_t budget = RDMX_SW_RX_BUDGET, n;
+
+	rdmx_sw_rx_unpark(c);
 
 	/*
 	 * The budget bounds only what is read from the socket. Bytes already
@@ -614,6 +707,7 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
 			break;
 		budget -= n;
 	}
+	rdmx_sw_rx_park(c);
 	/* Send the answers and grants this produced, and what credits allow. */
 	rdmx_sw_tx_progress(c);
 }

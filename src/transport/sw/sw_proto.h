@@ -39,6 +39,12 @@
  * has received so far, so the receiver can subtract grants still on the
  * way). The receiver may REVOKE the credits a peer holds and does not use;
  * the peer answers RETURN (arg0: how many it gives back, maybe 0).
+ *
+ * Each side's first frame is a CREDIT with op LIMIT: arg0 is how many
+ * requests the peer may have outstanding at it (conn.max_peer_requests),
+ * and the peer commits no request before it has heard it. A REVOKE counts
+ * as one more, its RETURN as its answer. A side that receives more is
+ * being flooded and ends the connection: what it owes a peer is bounded.
  */
 #ifndef RDMX_SW_PROTO_H
 #define RDMX_SW_PROTO_H
@@ -85,7 +91,8 @@ enum rdmx_sw_credit_op {
 	RDMX_SW_CREDIT_ASK = 2, /* sender: arg0 waiting, arg1 received */
 	RDMX_SW_CREDIT_REVOKE = 3, /* receiver: give back what you hold */
 	RDMX_SW_CREDIT_RETURN = 4, /* sender: arg0 credits given back */
-	RDMX_SW_CREDIT_OP_MAX = RDMX_SW_CREDIT_RETURN,
+	RDMX_SW_CREDIT_LIMIT = 5, /* arg0: requests you may have at me */
+	RDMX_SW_CREDIT_OP_MAX = RDMX_SW_CREDIT_LIMIT,
 };
 
 enum rdmx_sw_nak {
@@ -128,6 +135,20 @@ static inline int rdmx_sw_has_payload(uint8_t type)
 {
 	return type == RDMX_SW_SEND || type == RDMX_SW_WRITE ||
 	       type == RDMX_SW_WRITE_IMM || type == RDMX_SW_READ_RESP;
+}
+
+/* True for the peer's requests that want an answer (REVOKE: a RETURN). */
+static inline bool rdmx_sw_is_request(const struct rdmx_sw_hdr *h)
+{
+	return (h->type >= RDMX_SW_SEND && h->type <= RDMX_SW_ATOMIC_REQ) ||
+	       (h->type == RDMX_SW_CREDIT && h->op == RDMX_SW_CREDIT_REVOKE);
+}
+
+/* True for the frames that answer one request (an ACK may grow to more). */
+static inline bool rdmx_sw_is_answer(const struct rdmx_sw_hdr *h)
+{
+	return (h->type >= RDMX_SW_ACK && h->type <= RDMX_SW_ATOMIC_RESP) ||
+	       (h->type == RDMX_SW_CREDIT && h->op == RDMX_SW_CREDIT_RETURN);
 }
 
 /* Bytes that follow a header on the wire. */

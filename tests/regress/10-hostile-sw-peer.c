@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: a crafted peer on the software engine's wire (a tcp
+ * connection over a socketpair) cannot make rdmx report success before
+ * the data left, flood it with answers it owes, or hold up rdmx_mr_dereg
+ * with a half-sent WRITE; an honest sender keeps within the peer's limit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "bytes.h"
+#include "core.h"
+#include "sw.h"
+
+struct rig {
+	struct rdmx_ctx *ctx;
+	struct rdmx_cq *cq;
+	void *tcp;
+	struct rdmx_conn *conn;
+	int peer; /* the crafted peer's end */
+};
+
+static void rig_open(struct rig *r, const char *var, const char *value)
+{
+	struct rdmx_conn_attr attr = { 0 };
+	int fds[2], small = 64 << 10;
+
+	memset(r, 0, sizeof(*r));
+	setenv("RDMX_PROGRESS_THREAD", "off", 1);
+	if (var)
+		setenv(var, value, 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &r->ctx), RDMX_OK);
+	if (var)
+		unsetenv(var);
+	assert_int_equal(rdmx_cq_create(r->ctx, &r->cq), RDMX_OK);
+	assert_int_equal(
+		rdmx_ctx_transport(r->ctx, RDMX_TRANSPORT_TCP, &r->tcp),
+		RDMX_OK);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+	/* Small buffers: a large frame stays in the sender's queue. */
+	setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	attr.cq = r->cq;
+	assert_int_equal(rdmx_tcp_ops.conn_create(r->tcp, fds[0], false, &attr,
+						  &r->conn),
+			 RDMX_OK);
+	r->peer = fds[1];
+}
+
+static void rig_close(struct rig *r)
+{
+	struct rdmx_completion wc;
+
+	rdmx_tcp_ops.conn_close(r->conn);
+	while (rdmx_poll(r->cq, &wc, 1) > 0)
+		;
+	close(r->peer);
+	assert_int_equal(rdmx_cq_destroy(r->cq), RDMX_OK);
+	assert_int_equal(rdmx_ctx_destroy(r->ctx), RDMX_OK);
+}
+
+static void drive(struct rig *r)
+{
+	for (int i = 0; i < 4; i++)
+		rdmx_tcp_ops.progress(r->tcp, false);
+}
+
+/* The peer writes all of @len, driving our side while the socket is full. */
+static void peer_write(struct rig *r, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(r->peer, p, len);
+
+		if (n < 0) {
+			assert_int_equal(errno, EAGAIN);
+			drive(r);
+			continue;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	drive(r);
+}
+
+static void peer_frame(struct rig *r, const struct rdmx_sw_hdr *h,
+		       const void *payload, size_t len)
+{
+	uint8_t b[RDMX_SW_HDR_LEN];
+
+	rdmx_sw_hdr_pack(h, b);
+	peer_write(r, b, sizeof(b));
+	if (len)
+		peer_write(r, payload, len);
+}
+
+/* The peer reads exactly @len bytes (NULL: drops them). */
+static void peer_read(struct rig *r, void *buf, size_t len)
+{
+	uint8_t sink[4096], *p = buf;
+
+	for (int idle = 0; len;) {
+		size_t want = p ? len : (len < sizeof(sink) ? len : sizeof(sink));
+		ssize_t n = read(r->peer, p ? p : sink, want);
+
+		if (n <= 0) {
+			assert_true(n < 0 && errno == EAGAIN);
+			assert_true(++idle < 100000);
+			drive(r);
+			continue;
+		}
+		if (p)
+			p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* The peer reads one frame header. */
+static struct rdmx_sw_hdr peer_hdr(struct rig *r)
+{
+	uint8_t b[RDMX_SW_HDR_LEN];
+	struct rdmx_sw_hdr h;
+
+	peer_read(r, b, sizeof(b));
+	assert_int_equal(rdmx_sw_hdr_unpack(b, &h), RDMX_OK);
+	return h;
+}
+
+/* Our side's first frame is its LIMIT; the peer answers with its own. */
+static void peer_hello(struct rig *r, uint32_t limit)
+{
+	struct rdmx_sw_hdr h = peer_hdr(r);
+	struct rdmx_sw_hdr mine = { .type = RDMX_SW_CREDIT,
+				    .op = RDMX_SW_CREDIT_LIMIT,
+				    .arg0 = limit };
+
+	assert_int_equal(h.type, RDMX_SW_CREDIT);
+	assert_int_equal(h.op, RDMX_SW_CREDIT_LIMIT);
+	peer_frame(r, &mine, NULL, 0);
+}
+
+/*
+ * A WRITE whose header the peer read and answered before the rest left:
+ * the answer is a lie (nothing was placed), and the request must not
+ * complete while its buffer is still being sent. After the completion no
+ * byte of the buffer may leave any more.
+ */
+static void early_answer(uint8_t type)
+{
+	enum { LEN = 4 << 20 };
+	struct rig r;
+	struct rdmx_mr *mr;
+	struct rdmx_completion wc;
+	struct rdmx_sw_hdr h, a = { .type = type };
+	uint8_t *buf = malloc(LEN), chunk[4096];
+	struct rdmx_sge s;
+	ssize_t n;
+
+	rig_open(&r, NULL, NULL);
+	peer_hello(&r, 16);
+	memset(buf, 0x11, LEN);
+	assert_int_equal(rdmx_mr_reg(r.ctx, buf, LEN, RDMX_ACCESS_LOCAL_WRITE,
+				     &mr),
+			 RDMX_OK);
+	s = (struct rdmx_sge){ buf, LEN, mr };
+	assert_int_equal(rdmx_post_write(r.conn, &s, 4096, 1, 7), RDMX_OK);
+	h = peer_hdr(&r);
+	assert_int_equal(h.type, RDMX_SW_WRITE);
+	a.seq = h.seq;
+	a.arg0 = h.seq;
+	a.op = type == RDMX_SW_NAK ? RDMX_SW_NAK_ACCESS : 0;
+	peer_frame(&r, &a, NULL, 0);
+	while ((n = rdmx_poll(r.cq, &wc, 1)) == 0)
+		drive(&r);
+	assert_int_equal(n, 1);
+	assert_int_equal(wc.wr_id, 7);
+	assert_int_equal(wc.status, RDMX_ERR_CONN_LOST);
+	/* The application reuses its buffer: none of that may go out. */
+	memset(buf, 0xee, LEN);
+	drive(&r);
+	while ((n = read(r.peer, chunk, sizeof(chunk))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			assert_int_not_equal(chunk[i], 0xee);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	free(buf);
+	rig_close(&r);
+}
+
+static void test_write_early_ack_is_not_success(void **state)
+{
+	(void)state;
+	early_answer(RDMX_SW_ACK);
+}
+
+static void test_write_early_nak_waits_for_the_bytes(void **state)
+{
+	(void)state;
+	early_answer(RDMX_SW_NAK);
+}
+
+/*
+ * A peer that sends READ requests and never reads the answers: what we owe
+ * it stays within conn.max_peer_requests, and past it the peer is cut off.
+ */
+static void test_flood_of_reads_is_bounded(void **state)
+{
+	enum { MAX = 16, LEN = 64 << 10 };
+	struct rig r;
+	struct rdmx_mr *mr;
+	uint8_t *region = calloc(1, LEN);
+	struct rdmx_sw_conn *c;
+	int sent = 0;
+
+	(void)state;
+	rig_open(&r, "RDMX_CONN_MAX_PEER_REQUESTS", "16");
+	c = to_sw_conn(r.conn);
+	peer_hello(&r, 16);
+	assert_int_equal(rdmx_mr_reg(r.ctx, region, LEN,
+				     RDMX_ACCESS_LOCAL_WRITE |
+					     RDMX_ACCESS_REMOTE_READ,
+				     &mr),
+			 RDMX_OK);
+	while (rdmx_conn_check(r.conn) == RDMX_OK && sent < 1000) {
+		struct rdmx_sw_hdr h = { .type = RDMX_SW_READ_REQ,
+					 .seq = (uint64_t)sent,
+					 .length = LEN,
+					 .rkey = mr->rkey,
+					 .addr = (uintptr_t)region };
+
+		peer_frame(&r, &h, NULL, 0);
+		sent++;
+		assert_true(c->owed <= MAX + 1);
+	}
+	/* Cut off soon after the limit: answers that fit the socket left. */
+	assert_int_not_equal(rdmx_conn_check(r.conn), RDMX_OK);
+	assert_true(sent > MAX && sent < 100);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	free(region);
+	rig_close(&r);
+}
+
+/* Nothing more has come from our side. */
+static void peer_quiet(struct rig *r)
+{
+	uint8_t b;
+
+	drive(r);
+	assert_true(read(r->peer, &b, 1) < 0 && errno == EAGAIN);
+}
+
+/* We keep within the peer's limit: 2 at a time, the rest waits. */
+static void test_sender_keeps_within_peer_limit(void **state)
+{
+	struct rig r;
+	struct rdmx_mr *mr;
+	uint8_t local[64];
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+
+	(void)state;
+	rig_open(&r, NULL, NULL);
+	assert_int_equal(rdmx_mr_reg(r.ctx, local, sizeof(local),
+				     RDMX_ACCESS_LOCAL_WRITE, &mr),
+			 RDMX_OK);
+	s = (struct rdmx_sge){ local, 8, mr };
+	/* Posted before the limit is known: none may leave yet. */
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rdmx_post_read(r.conn, &s, 64, 1, (uint64_t)i),
+				 RDMX_OK);
+	assert_int_equal(peer_hdr(&r).op, RDMX_SW_CREDIT_LIMIT);
+	peer_quiet(&r);
+	peer_frame(&r,
+		   &(struct rdmx_sw_hdr){ .type = RDMX_SW_CREDIT,
+					  .op = RDMX_SW_CREDIT_LIMIT,
+					  .arg0 = 2 },
+		   NULL, 0);
+	assert_int_equal(peer_hdr(&r).seq, 0);
+	for (uint64_t i = 0; i < 5; i++) {
+		struct rdmx_sw_hdr a = { .type = RDMX_SW_READ_RESP,
+					 .seq = i,
+					 .length = 8 };
+		uint64_t v = i;
+
+		if (i + 1 < 5)
+			assert_int_equal(peer_hdr(&r).seq, i + 1);
+		peer_quiet(&r); /* two out: the next waits for an answer */
+		peer_frame(&r, &a, &v, 8);
+	}
+	for (uint64_t i = 0; i < 5; i++) {
+		while (rdmx_poll(r.cq, &wc, 1) == 0)
+			drive(&r);
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_int_equal(wc.wr_id, i);
+	}
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	rig_close(&r);
+}
+
+/*
+ * A peer that sends a WRITE's header and part of its payload, then
+ * nothing: rdmx_mr_dereg returns at once, and what arrives later lands
+ * nowhere and is refused.
+ */
+static void test_half_sent_write_does_not_hold_dereg(void **state)
+{
+	enum { LEN = 1 << 20, PART = 1000 };
+	struct rig r;
+	struct rdmx_mr *mr;
+	uint8_t *region = malloc(LEN), *data = malloc(LEN);
+	struct rdmx_sw_hdr h, a;
+
+	(void)state;
+	rig_open(&r, NULL, NULL);
+	peer_hello(&r, 16);
+	memset(region, 0, LEN);
+	memset(data, 0x77, LEN);
+	assert_int_equal(rdmx_mr_reg(r.ctx, region, LEN,
+				     RDMX_ACCESS_LOCAL_WRITE |
+					     RDMX_ACCESS_REMOTE_WRITE,
+				     &mr),
+			 RDMX_OK);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_WRITE,
+				  .seq = 0,
+				  .length = LEN,
+				  .rkey = mr->rkey,
+				  .addr = (uintptr_t)region };
+	peer_frame(&r, &h, data, PART);
+	assert_int_equal(region[PART - 1], 0x77);
+	/* Before the fix this spun for ever: alarm() ends the test then. */
+	alarm(10);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	alarm(0);
+	memset(region, 0x5a, LEN);
+	peer_write(&r, data + PART, LEN - PART);
+	drive(&r);
+	a = peer_hdr(&r);
+	assert_int_equal(a.type, RDMX_SW_NAK);
+	assert_int_equal(a.op, RDMX_SW_NAK_ACCESS);
+	assert_int_equal(a.seq, 0);
+	for (size_t i = 0; i < LEN; i++)
+		if (region[i] != 0x5a)
+			fail_msg("byte %zu written after dereg", i);
+	free(region);
+	free(data);
+	rig_close(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_write_early_ack_is_not_success),
+		cmocka_unit_test(test_write_early_nak_waits_for_the_bytes),
+		cmocka_unit_test(test_flood_of_reads_is_bounded),
+		cmocka_unit_test(test_sender_keeps_within_peer_limit),
+		cmocka_unit_test(test_half_sent_write_does_not_hold_dereg),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
