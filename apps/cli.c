@@ -378,8 +378,13 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 		st = rdmx_accept(lst, &attr, 200, &s->conn);
 		if (st == RDMX_ERR_TIMEOUT)
 			continue;
-		if (st)
+		if (st == RDMX_ERR_INVALID)
 			break;
+		if (st) { /* out of memory for one peer: not the server's end */
+			fprintf(stderr, "rdmx %s: accept: %s; going on\n", cmd,
+				rdmx_strerror(st));
+			continue;
+		}
 		if (s->srq)
 			printf("rdmx %s: client's RECVs come from a shared "
 			       "receive queue\n",

@@ -260,9 +260,14 @@ void rdmx_listener_close(struct rdmx_listener *lst);
 /*
  * rdmx_accept - wait up to @timeout_ms (-1: forever) for a peer, run the
  * handshake (version, transport choice, pre-shared key) and return the
- * connection. A peer that fails the handshake is refused and logged, and
- * the call goes on waiting for the next one until the timeout.
- * Errors: RDMX_ERR_TIMEOUT, RDMX_ERR_INVALID.
+ * connection. Handshakes run concurrently, each in a thread of its own
+ * (listen.max_pending, listen.max_pending_per_addr bound them), so a slow
+ * or silent peer holds up only itself, and the connection returned is the
+ * first whose handshake finished, not necessarily the first to connect.
+ * A peer that fails the handshake is refused and logged, and the call goes
+ * on waiting until the timeout; so does a failure to accept (out of file
+ * descriptors: it backs off). Errors: RDMX_ERR_TIMEOUT, RDMX_ERR_INVALID,
+ * RDMX_ERR_NOMEM (no memory to set one connection up; call again).
  */
 rdmx_status rdmx_accept(struct rdmx_listener *lst,
 			const struct rdmx_conn_attr *attr, int timeout_ms,

@@ -47,6 +47,13 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "conn.handshake_timeout", "5s", RDMX_CFG_TIME_MS, 1, 3600000, NULL,
 	  RDMX_CFG_FIELD(handshake_timeout_ms),
 	  "Longest time a peer may take over the connection handshake." },
+	{ "listen.max_pending", "128", RDMX_CFG_UINT, 1, 4096, NULL,
+	  RDMX_CFG_FIELD(listen_max_pending),
+	  "Handshakes a listener runs at once, each in its own thread; a "
+	  "peer past it is closed at once." },
+	{ "listen.max_pending_per_addr", "32", RDMX_CFG_UINT, 1, 4096, NULL,
+	  RDMX_CFG_FIELD(listen_max_pending_per_addr),
+	  "Of them, how many may come from one address." },
 	{ "conn.source_addr", "", RDMX_CFG_STRING, 0, 0, NULL,
 	  RDMX_CFG_FIELD(source_addr),
 	  "Local address rdmx_connect connects from; empty: the kernel's "

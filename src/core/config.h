@@ -27,6 +27,8 @@ struct rdmx_config {
 	uint64_t conn_max_sge;
 	uint64_t conn_max_peer_requests;
 	uint64_t conn_max_access_errors;
+	uint64_t listen_max_pending;
+	uint64_t listen_max_pending_per_addr;
 	uint64_t tcp_send_buffer;
 	uint64_t tcp_recv_buffer;
 	uint64_t tcp_user_timeout_ms;

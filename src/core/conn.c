@@ -8,49 +8,6 @@
 #include "handshake.h"
 #include "sock.h"
 
-struct rdmx_listener {
-	struct rdmx_ctx *ctx;
-	int fd;
-	int port;
-};
-
-rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
-			struct rdmx_listener **lst_p)
-{
-	struct rdmx_listener *lst;
-	rdmx_status st;
-
-	if (!ctx || !addr || !lst_p)
-		return RDMX_ERR_INVALID;
-	lst = calloc(1, sizeof(*lst));
-	if (!lst)
-		return RDMX_ERR_NOMEM;
-	st = rdmx_sock_listen(addr, &lst->fd, &lst->port);
-	if (st) {
-		free(lst);
-		return st;
-	}
-	lst->ctx = ctx;
-	rdmx_ctx_child(ctx, &ctx->nlisteners, 1);
-	rdmx_info("listening on %s (port %d)", addr, lst->port);
-	*lst_p = lst;
-	return RDMX_OK;
-}
-
-int rdmx_listener_port(const struct rdmx_listener *lst)
-{
-	return lst ? lst->port : -1;
-}
-
-void rdmx_listener_close(struct rdmx_listener *lst)
-{
-	if (!lst)
-		return;
-	close(lst->fd);
-	rdmx_ctx_child(lst->ctx, &lst->ctx->nlisteners, -1);
-	free(lst);
-}
-
 void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 		    const struct rdmx_transport_ops *ops,
 		    const struct rdmx_conn_attr *attr)
@@ -65,12 +22,10 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 								: NULL;
 }
 
-/* Hand a control socket that finished its handshake to its transport. */
-static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
-				       bool accepting,
-				       const struct rdmx_hs_result *res,
-				       const struct rdmx_conn_attr *attr,
-				       struct rdmx_conn **conn_p)
+rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
+				const struct rdmx_hs_result *res,
+				const struct rdmx_conn_attr *attr,
+				struct rdmx_conn **conn_p)
 {
 	struct rdmx_conn_info info = { 0 };
 	struct rdmx_conn *conn;
@@ -117,8 +72,8 @@ static rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd,
 	return RDMX_OK;
 }
 
-static bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
-			      const struct rdmx_conn_attr *attr, void *out)
+bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
+		       const struct rdmx_conn_attr *attr, void *out)
 {
 	if (!ctx || !attr || !out)
 		return false;
@@ -133,46 +88,6 @@ static bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 		return false;
 	}
 	return true;
-}
-
-rdmx_status rdmx_accept(struct rdmx_listener *lst,
-			const struct rdmx_conn_attr *attr, int timeout_ms,
-			struct rdmx_conn **conn_p)
-{
-	uint64_t deadline = rdmx_deadline(timeout_ms);
-	struct rdmx_hs_result res;
-	char peer[64];
-	rdmx_status st;
-	int fd, left = timeout_ms;
-
-	if (!lst || !rdmx_conn_attr_ok(lst->ctx, attr, conn_p))
-		return RDMX_ERR_INVALID;
-	for (;;) {
-		st = rdmx_sock_accept(lst->fd, left, &fd);
-		if (st)
-			return st;
-		rdmx_sock_name(fd, true, peer, sizeof(peer));
-		rdmx_sock_liveness(fd,
-				   (unsigned)lst->ctx->cfg.tcp_user_timeout_ms);
-		st = rdmx_hs_server(lst->ctx, fd, peer,
-				    rdmx_conn_attr_transports(attr), &res);
-		if (st) {
-			close(fd);
-		} else {
-			/* It owns fd now, and closes it if it fails. */
-			st = rdmx_conn_establish(lst->ctx, fd, true, &res, attr,
-						 conn_p);
-			if (st == RDMX_OK || st == RDMX_ERR_NOMEM)
-				return st;
-			rdmx_warn("refused %s: its connection could not be set "
-				  "up (%s)",
-				  peer, rdmx_strerror(st));
-		}
-		/* A bad peer must not end the caller's wait for a good one. */
-		left = rdmx_ms_left(deadline);
-		if (!left)
-			return RDMX_ERR_TIMEOUT;
-	}
 }
 
 rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,

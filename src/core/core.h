@@ -255,6 +255,19 @@ struct rdmx_conn {
 	struct rdmx_lat *lat; /* post stamps; NULL unless metrics.latency */
 };
 
+/*
+ * Hand a control socket that finished its handshake to its transport
+ * (conn.c). It owns @fd from here on, and closes it if it fails.
+ */
+struct rdmx_hs_result;
+rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
+				const struct rdmx_hs_result *res,
+				const struct rdmx_conn_attr *attr,
+				struct rdmx_conn **conn_p);
+/* @attr is usable on @ctx, and @out is not NULL; logs what is wrong. */
+bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
+		       const struct rdmx_conn_attr *attr, void *out);
+
 /* Fill the base part; used by transports in conn_create. */
 void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 		    const struct rdmx_transport_ops *ops,

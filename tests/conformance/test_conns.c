@@ -60,6 +60,7 @@ static void test_conn_64_concurrent(void **state)
 	struct rdmx_listener *lst;
 	struct rdmx_conn *conns[NCONN];
 	struct buf in, out;
+	bool seen[NCONN] = { false };
 	int port, got = 0;
 	pid_t pid;
 
@@ -90,7 +91,12 @@ static void test_conn_64_concurrent(void **state)
 		assert_int_equal(wc.status, RDMX_OK);
 		assert_int_equal(wc.wr_id, i);
 		memcpy(&v, in.p + i * 8, 8);
-		assert_int_equal(v, i); /* accept order is connect order */
+		/*
+		 * Handshakes run concurrently, so accept order need not be
+		 * connect order: each of the client's numbers comes once.
+		 */
+		assert_true(v < NCONN && !seen[v]);
+		seen[v] = true;
 		v *= 2;
 		memcpy(out.p + i * 8, &v, 8);
 		struct rdmx_sge sg = sge_of(&out, i * 8, 8);

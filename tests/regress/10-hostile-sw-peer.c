@@ -38,9 +38,9 @@ static void rig_open(struct rig *r, const char *var, const char *value)
 	if (var)
 		unsetenv(var);
 	assert_int_equal(rdmx_cq_create(r->ctx, &r->cq), RDMX_OK);
-	assert_int_equal(
-		rdmx_ctx_transport(r->ctx, RDMX_TRANSPORT_TCP, &r->tcp),
-		RDMX_OK);
+	assert_int_equal(rdmx_ctx_transport(r->ctx, RDMX_TRANSPORT_TCP,
+					    &r->tcp),
+			 RDMX_OK);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
 	/* Small buffers: a large frame stays in the sender's queue. */
 	setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
@@ -108,7 +108,8 @@ static void peer_read(struct rig *r, void *buf, size_t len)
 	uint8_t sink[4096], *p = buf;
 
 	for (int idle = 0; len;) {
-		size_t want = p ? len : (len < sizeof(sink) ? len : sizeof(sink));
+		size_t want = p ? len
+				: (len < sizeof(sink) ? len : sizeof(sink));
 		ssize_t n = read(r->peer, p ? p : sink, want);
 
 		if (n <= 0) {

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Listeners. Each accepted peer's handshake runs in a thread of its own,
+ * so a peer that says nothing, or sends garbage slowly, holds up only its
+ * own handshake: rdmx_accept hands out whichever finishes first. Pending
+ * handshakes are bounded in all (listen.max_pending) and per source
+ * address (listen.max_pending_per_addr); a peer over a bound is closed at
+ * once. The transport's own setup (conn_create) runs in rdmx_accept, with
+ * its caller's attributes.
+ *
+ * Locking: `lock` guards the slots and counters. A slot is the worker's
+ * while WORKING and the listener's otherwise.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "core.h"
+#include "handshake.h"
+#include "sock.h"
+
+enum rdmx_slot_state { RDMX_SLOT_FREE, RDMX_SLOT_WORKING, RDMX_SLOT_READY };
+
+struct rdmx_pending {
+	struct rdmx_listener *lst;
+	enum rdmx_slot_state state;
+	int fd;
+	uint64_t allow; /* transports the accepting call's attr allows */
+	uint64_t seq; /* READY: first come, first served */
+	char peer[64]; /* address:port */
+	char host[64]; /* address only: the per-address bound */
+	struct rdmx_hs_result res;
+};
+
+struct rdmx_listener {
+	struct rdmx_ctx *ctx;
+	int fd;
+	int port;
+	int efd; /* a handshake finished */
+	pthread_mutex_t lock;
+	pthread_cond_t idle; /* working dropped to 0 */
+	struct rdmx_pending *slots;
+	unsigned nslots; /* listen.max_pending */
+	unsigned working;
+	uint64_t seq;
+	bool closing;
+	uint64_t warned_us; /* refusals are logged at most once a second */
+};
+
+rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
+			struct rdmx_listener **lst_p)
+{
+	struct rdmx_listener *lst;
+	rdmx_status st = RDMX_ERR_NOMEM;
+
+	if (!ctx || !addr || !lst_p)
+		return RDMX_ERR_INVALID;
+	lst = calloc(1, sizeof(*lst));
+	if (!lst)
+		return RDMX_ERR_NOMEM;
+	lst->nslots = (unsigned)ctx->cfg.listen_max_pending;
+	lst->slots = calloc(lst->nslots, sizeof(*lst->slots));
+	if (!lst->slots)
+		goto err_free;
+	lst->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (lst->efd < 0) {
+		rdmx_error("listen: eventfd: %m");
+		st = RDMX_ERR_SYSTEM;
+		goto err_free;
+	}
+	st = rdmx_sock_listen(addr, &lst->fd, &lst->port);
+	if (st)
+		goto err_efd;
+	pthread_mutex_init(&lst->lock, NULL);
+	pthread_cond_init(&lst->idle, NULL);
+	lst->ctx = ctx;
+	rdmx_ctx_child(ctx, &ctx->nlisteners, 1);
+	rdmx_info("listening on %s (port %d)", addr, lst->port);
+	*lst_p = lst;
+	return RDMX_OK;
+
+err_efd:
+	close(lst->efd);
+err_free:
+	free(lst->slots);
+	free(lst);
+	return st;
+}
+
+int rdmx_listener_port(const struct rdmx_listener *lst)
+{
+	return lst ? lst->port : -1;
+}
+
+void rdmx_listener_close(struct rdmx_listener *lst)
+{
+	if (!lst)
+		return;
+	pthread_mutex_lock(&lst->lock);
+	lst->closing = true;
+	/* Handshakes in progress fail at once; wait for their threads. */
+	for (unsigned i = 0; i < lst->nslots; i++)
+		if (lst->slots[i].state == RDMX_SLOT_WORKING)
+			shutdown(lst->slots[i].fd, SHUT_RDWR);
+	while (lst->working)
+		pthread_cond_wait(&lst->idle, &lst->lock);
+	for (unsigned i = 0; i < lst->nslots; i++)
+		if (lst->slots[i].state == RDMX_SLOT_READY)
+			close(lst->slots[i].fd);
+	pthread_mutex_unlock(&lst->lock);
+	pthread_mutex_destroy(&lst->lock);
+	pthread_cond_destroy(&lst->idle);
+	close(lst->fd);
+	close(lst->efd);
+	rdmx_ctx_child(lst->ctx, &lst->ctx->nlisteners, -1);
+	free(lst->slots);
+	free(lst);
+}
+
+static void *rdmx_hs_worker(void *arg)
+{
+	struct rdmx_pending *p = arg;
+	struct rdmx_listener *lst = p->lst;
+	uint64_t one = 1;
+	rdmx_status st;
+
+	st = rdmx_hs_server(lst->ctx, p->fd, p->peer, p->allow, &p->res);
+	pthread_mutex_lock(&lst->lock);
+	if (st) {
+		close(p->fd);
+		p->state = RDMX_SLOT_FREE;
+	} else {
+		p->seq = ++lst->seq;
+		p->state = RDMX_SLOT_READY;
+	}
+	if (write(lst->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		rdmx_debug("listen: eventfd write: %m");
+	if (!--lst->working)
+		pthread_cond_broadcast(&lst->idle);
+	pthread_mutex_unlock(&lst->lock);
+	return NULL;
+}
+
+/*
+ * A flood must not flood the log: say it at most once a second per
+ * listener. Call with lock held.
+ */
+static bool rdmx_listen_may_warn(struct rdmx_listener *lst)
+{
+	uint64_t now = rdmx_now_us();
+
+	if (lst->warned_us && now - lst->warned_us < 1000000)
+		return false;
+	lst->warned_us = now;
+	return true;
+}
+
+/*
+ * A new peer: within the bounds, start its handshake; else close it. Call
+ * with lock held; takes @fd either way.
+ */
+static void rdmx_listen_admit(struct rdmx_listener *lst, int fd, uint64_t allow)
+{
+	const struct rdmx_config *cfg = &lst->ctx->cfg;
+	struct rdmx_pending *p = NULL;
+	char peer[64], host[64], *colon;
+	unsigned same = 0;
+	pthread_t t;
+
+	rdmx_sock_name(fd, true, peer, sizeof(peer));
+	memcpy(host, peer, sizeof(host));
+	colon = strrchr(host, ':');
+	if (colon)
+		*colon = '\0';
+	for (unsigned i = 0; i < lst->nslots; i++) {
+		struct rdmx_pending *s = &lst->slots[i];
+
+		if (s->state == RDMX_SLOT_FREE)
+			p = p ? p : s;
+		else if (!strcmp(s->host, host))
+			same++;
+	}
+	if (!p || same >= cfg->listen_max_pending_per_addr) {
+		if (rdmx_listen_may_warn(lst))
+			rdmx_warn("refused %s at once: %s pending handshakes "
+				  "(%s); further refusals this second are not "
+				  "logged",
+				  peer,
+				  !p ? "too many" : "too many of its address's",
+				  !p ? "listen.max_pending"
+				     : "listen.max_pending_per_addr");
+		close(fd);
+		return;
+	}
+	rdmx_sock_liveness(fd, (unsigned)cfg->tcp_user_timeout_ms);
+	*p = (struct rdmx_pending){
+		.lst = lst, .state = RDMX_SLOT_WORKING, .fd = fd, .allow = allow
+	};
+	memcpy(p->peer, peer, sizeof(p->peer));
+	memcpy(p->host, host, sizeof(p->host));
+	if (rdmx_thread_start(&t, rdmx_hs_worker, p, "handshake")) {
+		p->state = RDMX_SLOT_FREE;
+		close(fd);
+		return;
+	}
+	pthread_detach(t);
+	lst->working++;
+}
+
+/* The oldest finished handshake the caller's attr allows. Call with lock. */
+static struct rdmx_pending *rdmx_listen_ready(struct rdmx_listener *lst,
+					      uint64_t allow)
+{
+	struct rdmx_pending *best = NULL;
+
+	for (unsigned i = 0; i < lst->nslots; i++) {
+		struct rdmx_pending *s = &lst->slots[i];
+
+		if (s->state == RDMX_SLOT_READY && s->allow == allow &&
+		    (!best || s->seq < best->seq))
+			best = s;
+	}
+	return best;
+}
+
+/*
+ * Take every peer waiting in the kernel's queue. Running out of
+ * descriptors or memory is not the listener's end: back off briefly, the
+ * peer stays queued. Call with lock held.
+ */
+static void rdmx_listen_take(struct rdmx_listener *lst, uint64_t allow)
+{
+	struct timespec nap = { 0, 20 * 1000 * 1000 };
+
+	for (;;) {
+		int fd = accept4(lst->fd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd >= 0) {
+			rdmx_listen_admit(lst, fd, allow);
+			continue;
+		}
+		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+			return;
+		if (rdmx_listen_may_warn(lst))
+			rdmx_warn("accept on port %d: %m; backing off, the "
+				  "peer stays queued",
+				  lst->port);
+		pthread_mutex_unlock(&lst->lock);
+		nanosleep(&nap, NULL);
+		pthread_mutex_lock(&lst->lock);
+		return;
+	}
+}
+
+rdmx_status rdmx_accept(struct rdmx_listener *lst,
+			const struct rdmx_conn_attr *attr, int timeout_ms,
+			struct rdmx_conn **conn_p)
+{
+	uint64_t deadline = rdmx_deadline(timeout_ms), allow, v;
+	struct pollfd pfd[2];
+	struct rdmx_pending *p;
+	struct rdmx_hs_result res;
+	char peer[64];
+	rdmx_status st;
+	int fd, wait;
+
+	if (!lst || !rdmx_conn_attr_ok(lst->ctx, attr, conn_p))
+		return RDMX_ERR_INVALID;
+	allow = rdmx_conn_attr_transports(attr);
+	pthread_mutex_lock(&lst->lock);
+	for (;;) {
+		p = rdmx_listen_ready(lst, allow);
+		if (p) {
+			fd = p->fd;
+			res = p->res;
+			memcpy(peer, p->peer, sizeof(peer));
+			p->state = RDMX_SLOT_FREE;
+			pthread_mutex_unlock(&lst->lock);
+			/* It owns fd now, and closes it if it fails. */
+			st = rdmx_conn_establish(lst->ctx, fd, true, &res, attr,
+						 conn_p);
+			if (st == RDMX_OK || st == RDMX_ERR_NOMEM)
+				return st;
+			rdmx_warn("refused %s: its connection could not be set "
+				  "up (%s)",
+				  peer, rdmx_strerror(st));
+			pthread_mutex_lock(&lst->lock);
+			continue;
+		}
+		wait = rdmx_ms_left(deadline);
+		if (!wait)
+			break;
+		pthread_mutex_unlock(&lst->lock);
+		/*
+		 * Another caller may take the eventfd's wake-up for a peer
+		 * meant for us (other attr): look again now and then.
+		 */
+		pfd[0] = (struct pollfd){ .fd = lst->fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = lst->efd, .events = POLLIN };
+		poll(pfd, 2, wait < 0 || wait > 100 ? 100 : wait);
+		if ((pfd[1].revents & POLLIN) &&
+		    read(lst->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			rdmx_debug("listen: eventfd read: %m");
+		pthread_mutex_lock(&lst->lock);
+		if (pfd[0].revents & POLLIN)
+			rdmx_listen_take(lst, allow);
+	}
+	pthread_mutex_unlock(&lst->lock);
+	return RDMX_ERR_TIMEOUT;
+}
