@@ -13,7 +13,35 @@ struct rdmx_hs {
 	const char *peer;
 	uint64_t deadline;
 	uint64_t allow; /* transports the connection may use (its srq's) */
+	crypto_hash_sha256_state transcript; /* every byte either side sent */
 };
+
+/* MAC of @role over the transcript so far, with the pre-shared key. */
+static void rdmx_hs_mac(const struct rdmx_hs *hs, const char *role,
+			uint8_t mac[RDMX_HS_MAC_LEN])
+{
+	crypto_hash_sha256_state t = hs->transcript;
+	crypto_auth_hmacsha256_state st;
+	uint8_t digest[crypto_hash_sha256_BYTES];
+
+	crypto_hash_sha256_final(&t, digest);
+	crypto_auth_hmacsha256_init(&st, hs->ctx->auth_key,
+				    hs->ctx->auth_key_len);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)role, strlen(role));
+	crypto_auth_hmacsha256_update(&st, digest, sizeof(digest));
+	crypto_auth_hmacsha256_final(&st, mac);
+}
+
+static void rdmx_hs_init(struct rdmx_hs *hs, struct rdmx_ctx *ctx, int fd,
+			 const char *peer, uint64_t allow)
+{
+	hs->ctx = ctx;
+	hs->fd = fd;
+	hs->peer = peer;
+	hs->deadline = rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000;
+	hs->allow = allow;
+	crypto_hash_sha256_init(&hs->transcript);
+}
 
 /* What this side offers: what it can use, less what the connection may not. */
 static uint64_t rdmx_hs_offer(const struct rdmx_hs *hs)
@@ -28,6 +56,7 @@ static rdmx_status rdmx_hs_send(struct rdmx_hs *hs, struct rdmx_hs_msg *msg)
 
 	msg->version = RDMX_HS_VERSION;
 	n = rdmx_hs_encode(msg, buf);
+	crypto_hash_sha256_update(&hs->transcript, buf, n);
 	return rdmx_sock_write_full(hs->fd, buf, n, hs->deadline);
 }
 
@@ -35,7 +64,7 @@ static rdmx_status rdmx_hs_send(struct rdmx_hs *hs, struct rdmx_hs_msg *msg)
 static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
 				struct rdmx_hs_msg *msg)
 {
-	uint8_t buf[RDMX_HS_MAX_BODY];
+	uint8_t buf[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY];
 	size_t blen;
 	rdmx_status st;
 
@@ -45,9 +74,13 @@ static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
 	if (!st && msg->type != type)
 		st = RDMX_ERR_PROTOCOL;
 	if (!st)
-		st = rdmx_sock_read_full(hs->fd, buf, blen, hs->deadline);
+		st = rdmx_sock_read_full(hs->fd, buf + RDMX_HS_HDR_LEN, blen,
+					 hs->deadline);
 	if (!st)
-		st = rdmx_hs_decode_body(buf, blen, msg);
+		st = rdmx_hs_decode_body(buf + RDMX_HS_HDR_LEN, blen, msg);
+	if (!st)
+		crypto_hash_sha256_update(&hs->transcript, buf,
+					  RDMX_HS_HDR_LEN + blen);
 	if (st == RDMX_ERR_TIMEOUT)
 		rdmx_error(
 			"handshake with %s: no answer within %llu ms", hs->peer,
@@ -58,20 +91,6 @@ static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
 			"peer?)",
 			hs->peer);
 	return st;
-}
-
-static void rdmx_hs_mac(const struct rdmx_ctx *ctx, const char *role,
-			const uint8_t *n1, const uint8_t *n2, uint8_t transport,
-			uint8_t mac[RDMX_HS_MAC_LEN])
-{
-	crypto_auth_hmacsha256_state st;
-
-	crypto_auth_hmacsha256_init(&st, ctx->auth_key, ctx->auth_key_len);
-	crypto_auth_hmacsha256_update(&st, (const uint8_t *)role, strlen(role));
-	crypto_auth_hmacsha256_update(&st, n1, RDMX_HS_NONCE_LEN);
-	crypto_auth_hmacsha256_update(&st, n2, RDMX_HS_NONCE_LEN);
-	crypto_auth_hmacsha256_update(&st, &transport, 1);
-	crypto_auth_hmacsha256_final(&st, mac);
 }
 
 /* "shm,tcp": the transports in @mask, best first. */
@@ -223,15 +242,13 @@ static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   uint64_t allow, struct rdmx_hs_result *res)
 {
-	struct rdmx_hs hs = { ctx, fd, peer,
-			      rdmx_now_us() +
-				      ctx->cfg.handshake_timeout_ms * 1000,
-			      allow };
+	struct rdmx_hs hs;
 	struct rdmx_hs_msg hello, welcome = { .type = RDMX_HS_WELCOME };
 	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT };
 	uint8_t mac[RDMX_HS_MAC_LEN];
 	rdmx_status st;
 
+	rdmx_hs_init(&hs, ctx, fd, peer, allow);
 	st = rdmx_hs_recv(&hs, RDMX_HS_HELLO, &hello);
 	if (st)
 		return st;
@@ -243,25 +260,19 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 		return rdmx_hs_refused(&hs, welcome.code, true);
 	}
 	randombytes_buf(welcome.nonce, sizeof(welcome.nonce));
-	if (ctx->auth_key_len)
-		rdmx_hs_mac(ctx, "rdmx-server", hello.nonce, welcome.nonce,
-			    welcome.transport, welcome.mac);
 	st = rdmx_hs_send(&hs, &welcome);
+	if (ctx->auth_key_len)
+		rdmx_hs_mac(&hs, "rdmx-client", mac);
 	if (!st)
 		st = rdmx_hs_recv(&hs, RDMX_HS_AUTH, &auth);
 	if (st)
 		return st;
-	if (auth.flags & RDMX_HS_F_BAD_PEER) {
-		rdmx_error("client %s rejected this server's pre-shared key: "
-			   "the keys differ",
-			   peer);
-		return RDMX_ERR_AUTH;
-	}
+	/* The client proves the key first; ours follows only then. */
 	if (ctx->auth_key_len) {
-		rdmx_hs_mac(ctx, "rdmx-client", welcome.nonce, hello.nonce,
-			    welcome.transport, mac);
 		if (sodium_memcmp(mac, auth.mac, sizeof(mac)))
 			result.code = RDMX_HS_KEY_WRONG;
+		else
+			rdmx_hs_mac(&hs, "rdmx-server", result.mac);
 	}
 	st = rdmx_hs_send(&hs, &result);
 	if (result.code)
@@ -276,15 +287,13 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   uint64_t allow, struct rdmx_hs_result *res)
 {
-	struct rdmx_hs hs = { ctx, fd, peer,
-			      rdmx_now_us() +
-				      ctx->cfg.handshake_timeout_ms * 1000,
-			      allow };
+	struct rdmx_hs hs;
 	struct rdmx_hs_msg hello = { .type = RDMX_HS_HELLO }, welcome;
 	struct rdmx_hs_msg auth = { .type = RDMX_HS_AUTH }, result;
 	uint8_t mac[RDMX_HS_MAC_LEN];
 	rdmx_status st;
 
+	rdmx_hs_init(&hs, ctx, fd, peer, allow);
 	hello.transports = rdmx_hs_offer(&hs);
 	hello.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	memcpy(hello.host_id, ctx->host_id, sizeof(hello.host_id));
@@ -306,18 +315,11 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   peer, welcome.transport);
 		return RDMX_ERR_PROTOCOL;
 	}
-	if (ctx->auth_key_len) {
-		rdmx_hs_mac(ctx, "rdmx-server", hello.nonce, welcome.nonce,
-			    welcome.transport, mac);
-		if (sodium_memcmp(mac, welcome.mac, sizeof(mac))) {
-			auth.flags = RDMX_HS_F_BAD_PEER;
-			rdmx_hs_send(&hs, &auth);
-			return rdmx_hs_refused(&hs, RDMX_HS_KEY_WRONG, false);
-		}
-		rdmx_hs_mac(ctx, "rdmx-client", welcome.nonce, hello.nonce,
-			    welcome.transport, auth.mac);
-	}
+	if (ctx->auth_key_len)
+		rdmx_hs_mac(&hs, "rdmx-client", auth.mac);
 	st = rdmx_hs_send(&hs, &auth);
+	if (ctx->auth_key_len)
+		rdmx_hs_mac(&hs, "rdmx-server", mac);
 	if (!st)
 		st = rdmx_hs_recv(&hs, RDMX_HS_RESULT, &result);
 	if (st)
@@ -328,6 +330,9 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   peer);
 		return RDMX_ERR_AUTH;
 	}
+	/* Every byte both sides sent is under the server's proof. */
+	if (ctx->auth_key_len && sodium_memcmp(mac, result.mac, sizeof(mac)))
+		return rdmx_hs_refused(&hs, RDMX_HS_KEY_WRONG, false);
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
 		       welcome.transport, welcome.why, res);
 	return RDMX_OK;

@@ -12,11 +12,11 @@ size_t rdmx_hs_body_len(uint8_t type)
 	case RDMX_HS_HELLO:
 		return 64;
 	case RDMX_HS_WELCOME:
-		return 80;
+		return 48;
 	case RDMX_HS_AUTH:
 		return 32;
 	case RDMX_HS_RESULT:
-		return 8;
+		return 40;
 	}
 	return 0;
 }
@@ -45,13 +45,13 @@ size_t rdmx_hs_encode(const struct rdmx_hs_msg *msg,
 		b[3] = msg->why;
 		rdmx_put_be(b + 8, msg->transports, 8);
 		memcpy(b + 16, msg->nonce, RDMX_HS_NONCE_LEN);
-		memcpy(b + 48, msg->mac, RDMX_HS_MAC_LEN);
 		break;
 	case RDMX_HS_AUTH:
 		memcpy(b, msg->mac, RDMX_HS_MAC_LEN);
 		break;
 	case RDMX_HS_RESULT:
 		rdmx_put_be(b, msg->code, 2);
+		memcpy(b + 8, msg->mac, RDMX_HS_MAC_LEN);
 		break;
 	}
 	return RDMX_HS_HDR_LEN + blen;
@@ -92,13 +92,13 @@ rdmx_status rdmx_hs_decode_body(const uint8_t *b, size_t len,
 		msg->why = b[3];
 		msg->transports = rdmx_get_be(b + 8, 8);
 		memcpy(msg->nonce, b + 16, RDMX_HS_NONCE_LEN);
-		memcpy(msg->mac, b + 48, RDMX_HS_MAC_LEN);
 		break;
 	case RDMX_HS_AUTH:
 		memcpy(msg->mac, b, RDMX_HS_MAC_LEN);
 		break;
 	case RDMX_HS_RESULT:
 		msg->code = (uint16_t)rdmx_get_be(b, 2);
+		memcpy(msg->mac, b + 8, RDMX_HS_MAC_LEN);
 		break;
 	default:
 		return RDMX_ERR_PROTOCOL;

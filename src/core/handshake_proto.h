@@ -7,15 +7,21 @@
  *
  *   client                          server
  *   HELLO  (transports, host id, nonce_c) ->
- *                                <- WELCOME (code, transport, why, nonce_s,
- *                                            mac_s)
+ *                                <- WELCOME (code, transport, why,
+ *                                            transports, nonce_s)
  *   AUTH   (mac_c)               ->
- *                                <- RESULT  (code)
+ *                                <- RESULT  (code, mac_s)
  *
- * With a pre-shared key, mac_s = HMAC-SHA256(key, "rdmx-server" nonce_c
- * nonce_s transport) and mac_c the same with "rdmx-client" and the nonces
- * swapped, so each side proves the key without sending it, and a replay of
- * an old exchange fails against fresh nonces.
+ * With a pre-shared key, mac_c = HMAC-SHA256(key, "rdmx-client" ||
+ * SHA-256(HELLO || WELCOME)) and mac_s = HMAC-SHA256(key, "rdmx-server" ||
+ * SHA-256(HELLO || WELCOME || AUTH)), over the messages' bytes exactly as
+ * sent, headers included. So each side proves the key without sending
+ * it, a replay fails against fresh nonces, and an on-path attacker who
+ * changes an offer (a downgrade) breaks both proofs. The client proves
+ * first: a stranger who connects learns nothing it could test key guesses
+ * against offline, since the server's proof comes only after the
+ * client's has checked out. (A client that connects to an impostor does
+ * give it one proof to guess against: keys are at least 16 bytes.)
  */
 #ifndef RDMX_HANDSHAKE_PROTO_H
 #define RDMX_HANDSHAKE_PROTO_H
@@ -26,11 +32,11 @@
 #include "rdmx.h"
 
 #define RDMX_HS_MAGIC 0x52444d58u /* "RDMX" */
-#define RDMX_HS_VERSION 1
+#define RDMX_HS_VERSION 2
 #define RDMX_HS_HDR_LEN 12
 #define RDMX_HS_NONCE_LEN 32
 #define RDMX_HS_MAC_LEN 32
-#define RDMX_HS_MAX_BODY 80
+#define RDMX_HS_MAX_BODY 64
 
 enum rdmx_hs_type {
 	RDMX_HS_HELLO = 1,
@@ -42,7 +48,6 @@ enum rdmx_hs_type {
 /* Header flags. */
 enum {
 	RDMX_HS_F_HAS_KEY = 1 << 0, /* HELLO, WELCOME: sender has a key */
-	RDMX_HS_F_BAD_PEER = 1 << 1, /* AUTH: the server's mac was wrong */
 };
 
 /* WELCOME and RESULT codes. */
@@ -76,10 +81,10 @@ struct rdmx_hs_msg {
 	uint8_t host_id[RDMX_HS_HOST_ID_LEN]; /* HELLO */
 	uint64_t transports; /* HELLO, WELCOME: mask the sender can use */
 	uint8_t nonce[RDMX_HS_NONCE_LEN]; /* HELLO, WELCOME */
-	uint8_t mac[RDMX_HS_MAC_LEN]; /* WELCOME, AUTH */
+	uint8_t mac[RDMX_HS_MAC_LEN]; /* AUTH, RESULT */
 };
 
-/* Body sizes: HELLO 64, WELCOME 80, AUTH 32, RESULT 8. */
+/* Body sizes: HELLO 64, WELCOME 48, AUTH 32, RESULT 40. */
 size_t rdmx_hs_body_len(uint8_t type);
 
 /* Encode header and body into @buf; returns the byte count. */

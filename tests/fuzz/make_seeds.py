@@ -45,23 +45,23 @@ def tcp_seeds():
 
 
 def hs(t, flags, body):
-    return struct.pack(">IHBBI", 0x52444D58, 1, t, flags, len(body)) + body
+    return struct.pack(">IHBBI", 0x52444D58, 2, t, flags, len(body)) + body
 
 
 def hs_seeds():
     # transports (tcp|shm), caps, nonce, host id
     hello = hs(1, 0, struct.pack(">QQ", 3, 0) + b"n" * 32 + b"h" * 16)
     hello_key = hs(1, 1, struct.pack(">QQ", 3, 0) + b"n" * 32 + b"h" * 16)
-    welcome = hs(2, 0, struct.pack(">HB5xQ", 0, 0, 1) + b"s" * 32 + b"\0" * 32)
-    result = hs(4, 0, b"\0" * 8)
+    welcome = hs(2, 0, struct.pack(">HB5xQ", 0, 0, 1) + b"s" * 32)
+    result = hs(4, 0, b"\0" * 8 + b"m" * 32)
     return {
         "server_hello": b"\x01" + hello + hs(3, 0, b"\0" * 32),
         "server_hello_key": b"\x03" + hello_key + hs(3, 0, b"m" * 32),
         "client_welcome": b"\x00" + welcome + result,
         "client_welcome_refused": b"\x00" + hs(2, 0, struct.pack(
-            ">HB5xQ", 2, 0, 1) + b"\0" * 64),
+            ">HB5xQ", 2, 0, 1) + b"\0" * 32),
         "client_welcome_key": b"\x02" + hs(2, 1, struct.pack(">HB5xQ", 0, 0, 1)
-                                           + b"s" * 64) + result,
+                                           + b"s" * 32) + result,
         "garbage": b"\x01GET / HTTP/1.0\r\n\r\n",
     }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: the handshake: pre-shared keys, and peers that are not rdmx. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "handshake.h"
+#include "handshake_proto.h"
 #include "sock.h"
 
 static char files[16][64];
@@ -173,6 +176,151 @@ static void test_handshake_garbage_peer(void **state)
 	side_close(&s);
 }
 
+#define KEY "0123456789abcdef0123456789abcdef"
+
+/* One side of a handshake on a raw socket, in a thread. */
+struct hs_side {
+	struct side *s;
+	int fd;
+	bool server;
+	rdmx_status st;
+};
+
+static void *hs_run(void *arg)
+{
+	struct hs_side *h = arg;
+	struct rdmx_hs_result res;
+
+	h->st = h->server ? rdmx_hs_server(h->s->ctx, h->fd, "client", ~0ull,
+					   &res)
+			  : rdmx_hs_client(h->s->ctx, h->fd, "server", ~0ull,
+					   &res);
+	shutdown(h->fd, SHUT_RDWR);
+	return NULL;
+}
+
+/* Read exactly @len bytes from a blocking socket. */
+static void read_all(int fd, uint8_t *b, size_t len)
+{
+	while (len) {
+		ssize_t n = read(fd, b, len);
+
+		assert_true(n > 0);
+		b += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Copy whatever comes from @from to @to; false once @from has closed. */
+static bool pump(int from, int to)
+{
+	uint8_t b[256];
+	ssize_t n = read(from, b, sizeof(b));
+
+	if (n <= 0)
+		return false;
+	assert_int_equal(write(to, b, (size_t)n), n);
+	return true;
+}
+
+/*
+ * An attacker on the path with no key drops a transport from the client's
+ * offer (a downgrade): the proofs cover every byte, so both sides refuse.
+ */
+static void test_handshake_downgrade_breaks_proofs(void **state)
+{
+	struct side s = keyed(KEY), c = keyed(KEY);
+	struct hs_side hc = { .s = &c }, hsrv = { .s = &s, .server = true };
+	uint8_t hello[RDMX_HS_HDR_LEN + 64];
+	int a[2], b[2];
+	pthread_t tc, ts;
+	bool up_a = true, up_b = true;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+	hc.fd = a[0];
+	hsrv.fd = b[0];
+	pthread_create(&tc, NULL, hs_run, &hc);
+	pthread_create(&ts, NULL, hs_run, &hsrv);
+	read_all(a[1], hello, sizeof(hello));
+	/* The offer's low byte: take every transport but tcp away. */
+	hello[RDMX_HS_HDR_LEN + 7] &= 1u << RDMX_TRANSPORT_TCP;
+	assert_int_equal(write(b[1], hello, sizeof(hello)), sizeof(hello));
+	while (up_a || up_b) {
+		struct pollfd p[2] = {
+			{ .fd = up_a ? a[1] : -1, .events = POLLIN },
+			{ .fd = up_b ? b[1] : -1, .events = POLLIN }
+		};
+
+		assert_true(poll(p, 2, T_TIMEOUT_MS) > 0);
+		if (p[0].revents)
+			up_a = pump(a[1], b[1]);
+		if (p[1].revents)
+			up_b = pump(b[1], a[1]);
+	}
+	pthread_join(tc, NULL);
+	pthread_join(ts, NULL);
+	assert_int_equal(hsrv.st, RDMX_ERR_AUTH);
+	assert_int_not_equal(hc.st, RDMX_OK);
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+	side_close(&c);
+	side_close(&s);
+}
+
+/*
+ * A stranger without the key connects: it must prove the key first, so it
+ * never sees a proof of the server's to test guesses against offline.
+ */
+static void test_handshake_stranger_gets_no_proof(void **state)
+{
+	struct side s = keyed(KEY);
+	struct hs_side hsrv = { .s = &s, .server = true };
+	struct rdmx_hs_msg m = { .version = RDMX_HS_VERSION,
+				 .type = RDMX_HS_HELLO,
+				 .flags = RDMX_HS_F_HAS_KEY,
+				 .transports = 1u << RDMX_TRANSPORT_TCP },
+			   g;
+	uint8_t buf[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY], zero[RDMX_HS_MAC_LEN];
+	size_t n, blen;
+	pthread_t ts;
+	int fds[2];
+
+	(void)state;
+	memset(zero, 0, sizeof(zero));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+	hsrv.fd = fds[0];
+	pthread_create(&ts, NULL, hs_run, &hsrv);
+	n = rdmx_hs_encode(&m, buf);
+	assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
+	read_all(fds[1], buf, RDMX_HS_HDR_LEN);
+	assert_int_equal(rdmx_hs_decode_hdr(buf, RDMX_HS_HDR_LEN, &g, &blen),
+			 RDMX_OK);
+	assert_int_equal(g.type, RDMX_HS_WELCOME);
+	read_all(fds[1], buf, blen); /* nonce and offers: no proof */
+	m = (struct rdmx_hs_msg){ .version = RDMX_HS_VERSION,
+				  .type = RDMX_HS_AUTH };
+	n = rdmx_hs_encode(&m, buf); /* a guess: all zeros */
+	assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
+	read_all(fds[1], buf, RDMX_HS_HDR_LEN);
+	assert_int_equal(rdmx_hs_decode_hdr(buf, RDMX_HS_HDR_LEN, &g, &blen),
+			 RDMX_OK);
+	assert_int_equal(g.type, RDMX_HS_RESULT);
+	read_all(fds[1], buf + RDMX_HS_HDR_LEN, blen);
+	assert_int_equal(rdmx_hs_decode_body(buf + RDMX_HS_HDR_LEN, blen, &g),
+			 RDMX_OK);
+	assert_int_equal(g.code, RDMX_HS_KEY_WRONG);
+	assert_memory_equal(g.mac, zero, sizeof(zero));
+	pthread_join(ts, NULL);
+	assert_int_equal(hsrv.st, RDMX_ERR_AUTH);
+	close(fds[0]);
+	close(fds[1]);
+	side_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +329,10 @@ int main(void)
 		cmocka_unit_test_teardown(
 			test_handshake_short_key_is_config_error, cleanup),
 		cmocka_unit_test_teardown(test_handshake_garbage_peer, cleanup),
+		cmocka_unit_test_teardown(
+			test_handshake_downgrade_breaks_proofs, cleanup),
+		cmocka_unit_test_teardown(test_handshake_stranger_gets_no_proof,
+					  cleanup),
 	};
 
 	return cmocka_run_group_tests_name("handshake", tests, NULL, NULL);

@@ -114,16 +114,26 @@ static void test_hs_round_trip(void **state)
 	memset(m.nonce, 7, sizeof(m.nonce));
 	memset(m.mac, 9, sizeof(m.mac));
 	n = rdmx_hs_encode(&m, b);
-	assert_int_equal(n, RDMX_HS_HDR_LEN + 80);
+	assert_int_equal(n, RDMX_HS_HDR_LEN + 48);
 	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen), RDMX_OK);
-	assert_int_equal(blen, 80);
+	assert_int_equal(blen, 48);
 	assert_int_equal(rdmx_hs_decode_body(b + RDMX_HS_HDR_LEN, blen, &g),
 			 RDMX_OK);
 	assert_int_equal(g.code, 4);
 	assert_int_equal(g.transport, 2);
 	assert_int_equal(g.transports, 5);
 	assert_memory_equal(g.nonce, m.nonce, sizeof(m.nonce));
+	/* The server's proof travels in RESULT, after the client's. */
+	m.type = RDMX_HS_RESULT;
+	assert_int_equal(rdmx_hs_encode(&m, b), RDMX_HS_HDR_LEN + 40);
+	assert_int_equal(rdmx_hs_decode_hdr(b, RDMX_HS_HDR_LEN + 40, &g, &blen),
+			 RDMX_OK);
+	assert_int_equal(rdmx_hs_decode_body(b + RDMX_HS_HDR_LEN, blen, &g),
+			 RDMX_OK);
+	assert_int_equal(g.code, 4);
 	assert_memory_equal(g.mac, m.mac, sizeof(m.mac));
+	m.type = RDMX_HS_WELCOME;
+	n = rdmx_hs_encode(&m, b);
 	b[0] ^= 1; /* magic */
 	assert_int_equal(rdmx_hs_decode_hdr(b, n, &g, &blen),
 			 RDMX_ERR_PROTOCOL);
