@@ -44,6 +44,10 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	{ "auth.key_file", "", RDMX_CFG_STRING, 0, 0, NULL,
 	  RDMX_CFG_FIELD(auth_key_file),
 	  "File holding the pre-shared key; empty means no authentication." },
+	{ "auth.allowed_peers", "", RDMX_CFG_STRING, 0, 0, NULL,
+	  RDMX_CFG_FIELD(auth_allowed_peers),
+	  "Addresses or CIDR blocks, comma-separated, a listener accepts "
+	  "peers from; others are closed before any other work. Empty: all." },
 	{ "conn.handshake_timeout", "5s", RDMX_CFG_TIME_MS, 1, 3600000, NULL,
 	  RDMX_CFG_FIELD(handshake_timeout_ms),
 	  "Longest time a peer may take over the connection handshake." },

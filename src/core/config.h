@@ -20,6 +20,7 @@ struct rdmx_config {
 	int log_level;
 	char transport[16]; /* auto | tcp */
 	char auth_key_file[RDMX_CONFIG_STR_MAX];
+	char auth_allowed_peers[RDMX_CONFIG_STR_MAX];
 	uint64_t handshake_timeout_ms;
 	char source_addr[RDMX_CONFIG_STR_MAX];
 	uint64_t conn_max_send_wr;

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "rdmx.h"
+#include "sock.h"
 
 #define rdmx_container_of(ptr, type, member)                                   \
 	((type *)((char *)(ptr)-offsetof(type, member)))
@@ -138,6 +139,9 @@ struct rdmx_ctx {
 	uint8_t host_id[RDMX_HOST_ID_LEN];
 	uint8_t auth_key[RDMX_AUTH_KEY_MAX];
 	size_t auth_key_len; /* 0: no pre-shared key */
+	/* auth.allowed_peers, parsed; none: everyone */
+	struct rdmx_cidr allowed[RDMX_CIDR_MAX];
+	int nallowed;
 
 	pthread_mutex_t lock; /* children counts and transport opening */
 	unsigned nconns, ncqs, nlisteners, nmrs, nsrqs;

@@ -187,6 +187,9 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 		goto err_free;
 	rdmx_log_level = ctx->cfg.log_level;
 	st = rdmx_ctx_load_key(ctx);
+	if (!st)
+		st = rdmx_cidr_parse(ctx->cfg.auth_allowed_peers, ctx->allowed,
+				     RDMX_CIDR_MAX, &ctx->nallowed);
 	if (st)
 		goto err_free;
 	rdmx_ctx_host_id(ctx);

@@ -52,6 +52,40 @@ struct rdmx_listener {
 	uint64_t warned_us; /* refusals are logged at most once a second */
 };
 
+/* auth.allowed_peers lets @fd's peer in (an empty list lets all in). */
+static bool rdmx_listen_allowed(const struct rdmx_listener *lst, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!lst->ctx->nallowed)
+		return true;
+	return !getpeername(fd, (struct sockaddr *)&ss, &len) &&
+	       rdmx_cidr_match(lst->ctx->allowed, lst->ctx->nallowed,
+			       (struct sockaddr *)&ss);
+}
+
+/*
+ * A listener that other hosts can reach, with no key and no list of
+ * allowed peers, lets anyone in: say so once.
+ */
+static void rdmx_listen_check_open(const struct rdmx_listener *lst,
+				   const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (lst->ctx->auth_key_len || lst->ctx->nallowed ||
+	    getsockname(lst->fd, (struct sockaddr *)&ss, &len) ||
+	    rdmx_sock_is_loopback((struct sockaddr *)&ss))
+		return;
+	rdmx_warn("listening on %s with neither auth.key_file nor "
+		  "auth.allowed_peers: any host that reaches this port may "
+		  "connect and use the memory this process registers for "
+		  "remote access",
+		  addr);
+}
+
 rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
 			struct rdmx_listener **lst_p)
 {
@@ -81,6 +115,7 @@ rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
 	lst->ctx = ctx;
 	rdmx_ctx_child(ctx, &ctx->nlisteners, 1);
 	rdmx_info("listening on %s (port %d)", addr, lst->port);
+	rdmx_listen_check_open(lst, addr);
 	*lst_p = lst;
 	return RDMX_OK;
 
@@ -173,6 +208,16 @@ static void rdmx_listen_admit(struct rdmx_listener *lst, int fd, uint64_t allow)
 	pthread_t t;
 
 	rdmx_sock_name(fd, true, peer, sizeof(peer));
+	if (!rdmx_listen_allowed(lst, fd)) {
+		if (rdmx_listen_may_warn(lst))
+			rdmx_warn(
+				"refused %s at once: not in auth.allowed_peers "
+				"(further refusals this second are not "
+				"logged)",
+				peer);
+		close(fd);
+		return;
+	}
 	memcpy(host, peer, sizeof(host));
 	colon = strrchr(host, ':');
 	if (colon)

@@ -151,28 +151,6 @@ static int rdmx_poll_one(int fd, short events, uint64_t deadline_us)
 	return rc;
 }
 
-rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p)
-{
-	uint64_t deadline = rdmx_deadline(timeout_ms);
-	int fd;
-
-	for (;;) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd >= 0) {
-			*fd_p = fd;
-			return RDMX_OK;
-		}
-		if (errno != EAGAIN && errno != EINTR &&
-		    errno != ECONNABORTED) {
-			rdmx_error("accept: %m");
-			return RDMX_ERR_SYSTEM;
-		}
-		if (errno == EAGAIN &&
-		    rdmx_poll_one(lfd, POLLIN, deadline) == 0)
-			return RDMX_ERR_TIMEOUT;
-	}
-}
-
 /* Bind @fd to the host part of @src before connecting; 0 or -1. */
 static int rdmx_sock_bind_src(int fd, const char *src, int family)
 {
@@ -343,4 +321,110 @@ void rdmx_sock_liveness(int fd, unsigned timeout_ms)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+}
+
+/* IPv4 as the IPv4-mapped IPv6 form. */
+static void rdmx_ip16_v4(const void *in_addr, uint8_t ip[16])
+{
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	memcpy(ip, mapped, 12);
+	memcpy(ip + 12, in_addr, 4);
+}
+
+/* A peer's address as 16 bytes. */
+static bool rdmx_ip16(const struct sockaddr *sa, uint8_t ip[16])
+{
+	if (sa->sa_family == AF_INET6) {
+		memcpy(ip, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		return true;
+	}
+	if (sa->sa_family != AF_INET)
+		return false;
+	rdmx_ip16_v4(&((const struct sockaddr_in *)sa)->sin_addr, ip);
+	return true;
+}
+
+/* One "addr" or "addr/prefix"; false when malformed. */
+static bool rdmx_cidr_one(const char *item, struct rdmx_cidr *c)
+{
+	char buf[64], *slash, *end;
+	uint8_t v4[4];
+	long prefix;
+	bool is4;
+
+	if (strlen(item) >= sizeof(buf))
+		return false;
+	strcpy(buf, item);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash++ = '\0';
+	is4 = inet_pton(AF_INET, buf, v4) == 1;
+	if (is4)
+		rdmx_ip16_v4(v4, c->ip);
+	else if (inet_pton(AF_INET6, buf, c->ip) != 1)
+		return false;
+	prefix = is4 ? 32 : 128;
+	if (slash) {
+		errno = 0;
+		prefix = strtol(slash, &end, 10);
+		if (errno || end == slash || *end || prefix < 0 ||
+		    prefix > (is4 ? 32 : 128))
+			return false;
+	}
+	c->bits = (unsigned)prefix + (is4 ? 96 : 0);
+	return true;
+}
+
+rdmx_status rdmx_cidr_parse(const char *list, struct rdmx_cidr *out, int max,
+			    int *n_p)
+{
+	char buf[RDMX_CIDR_LIST_MAX], *save = NULL, *item;
+	int n = 0;
+
+	if (strlen(list) >= sizeof(buf))
+		return RDMX_ERR_CONFIG;
+	strcpy(buf, list);
+	for (item = strtok_r(buf, ", ", &save); item;
+	     item = strtok_r(NULL, ", ", &save)) {
+		if (n == max || !rdmx_cidr_one(item, &out[n])) {
+			rdmx_error("auth.allowed_peers: '%s' is not an address "
+				   "or CIDR block (or more than %d of them)",
+				   item, max);
+			return RDMX_ERR_CONFIG;
+		}
+		n++;
+	}
+	*n_p = n;
+	return RDMX_OK;
+}
+
+bool rdmx_cidr_match(const struct rdmx_cidr *list, int n,
+		     const struct sockaddr *sa)
+{
+	uint8_t ip[16];
+
+	if (!rdmx_ip16(sa, ip))
+		return false;
+	for (int i = 0; i < n; i++) {
+		unsigned full = list[i].bits / 8, rest = list[i].bits % 8;
+		uint8_t mask = (uint8_t)(0xff << (8 - rest));
+
+		if (!memcmp(ip, list[i].ip, full) &&
+		    (!rest || !((ip[full] ^ list[i].ip[full]) & mask)))
+			return true;
+	}
+	return false;
+}
+
+bool rdmx_sock_is_loopback(const struct sockaddr *sa)
+{
+	static const uint8_t lo6[16] = { [15] = 1 };
+	uint8_t ip[16];
+
+	if (!rdmx_ip16(sa, ip))
+		return false;
+	return !memcmp(ip, lo6, 16) ||
+	       (ip[10] == 0xff && ip[11] == 0xff && ip[12] == 127 &&
+		!memcmp(ip, (const uint8_t[10]){ 0 }, 10));
 }

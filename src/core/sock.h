@@ -20,7 +20,6 @@ rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
 			    char *port, size_t port_len);
 
 rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p);
-rdmx_status rdmx_sock_accept(int lfd, int timeout_ms, int *fd_p);
 /* @src: the local address to connect from ("" or NULL: the kernel's). */
 rdmx_status rdmx_sock_connect(const char *addr, const char *src, int timeout_ms,
 			      int *fd_p);
@@ -36,5 +35,28 @@ void rdmx_sock_name(int fd, bool peer, char *buf, size_t len);
 
 /* TCP_NODELAY, keepalive and TCP_USER_TIMEOUT bounded by @timeout_ms. */
 void rdmx_sock_liveness(int fd, unsigned timeout_ms);
+
+struct sockaddr;
+
+/* An address block: the first @bits bits of @ip (IPv4 as ::ffff:a.b.c.d). */
+struct rdmx_cidr {
+	uint8_t ip[16];
+	unsigned bits;
+};
+
+#define RDMX_CIDR_MAX 32
+#define RDMX_CIDR_LIST_MAX 256
+
+/*
+ * Parse "10.0.0.0/8, 192.168.1.7, ::1": at most @max entries into @out.
+ * RDMX_ERR_CONFIG, logged with the culprit, when one is malformed.
+ */
+rdmx_status rdmx_cidr_parse(const char *list, struct rdmx_cidr *out, int max,
+			    int *n_p);
+/* Is @sa (AF_INET or AF_INET6) inside one of the @n blocks? */
+bool rdmx_cidr_match(const struct rdmx_cidr *list, int n,
+		     const struct sockaddr *sa);
+/* 127.0.0.0/8 or ::1 (also as ::ffff:127.x.y.z). */
+bool rdmx_sock_is_loopback(const struct sockaddr *sa);
 
 #endif

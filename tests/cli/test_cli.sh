@@ -66,6 +66,12 @@ else
 	bad "demo server SIGTERM"
 	cat "$tmp/server"
 fi
+# It listened on every address with no key and no allowed list: one warning.
+if [ "$(grep -c "with neither auth.key_file nor auth.allowed_peers" "$tmp/server")" -eq 1 ]; then
+	ok "demo server open to every host: one warning at start"
+else
+	bad "demo server open to every host did not warn once"
+fi
 
 # SIGTERM in the middle of a session: the server flushes, deregisters and
 # exits 0 with its summary, leak-free under valgrind; the client learns of
@@ -75,7 +81,10 @@ if ! command -v valgrind >/dev/null; then
 elif sanitized; then
 	echo "skip valgrind shutdown: $rdmx is a sanitizer build"
 else
-	RDMX_TRANSPORT=tcp server_err=$tmp/vg start valgrind -q --leak-check=full \
+	# Its stderr must stay empty: the allowed list keeps the warning for
+	# a server open to every host away.
+	RDMX_TRANSPORT=tcp RDMX_AUTH_ALLOWED_PEERS=127.0.0.0/8,::1 \
+		server_err=$tmp/vg start valgrind -q --leak-check=full \
 		--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=9 \
 		"$rdmx" bench :0
 	RDMX_TRANSPORT=tcp "$rdmx" bench "127.0.0.1:$port" --op write -n 50 >/dev/null 2>&1

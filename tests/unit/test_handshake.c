@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -321,6 +322,49 @@ static void test_handshake_stranger_gets_no_proof(void **state)
 	side_close(&s);
 }
 
+/* auth.allowed_peers: a peer outside the list is closed before anything. */
+static void test_listen_allowed_peers(void **state)
+{
+	const char *lists[] = { "10.0.0.0/8, fd00::/8",
+				"10.1.2.3,127.0.0.0/8" };
+	struct rdmx_ctx *ctx;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct side s, c = keyed(NULL);
+		struct rdmx_conn_attr attr = { .cq = c.cq };
+		struct rdmx_conn *conn = NULL;
+		struct acc a = { .s = &s, .timeout = i ? 2000 : 300 };
+		char addr[32];
+		pthread_t t;
+		rdmx_status st;
+
+		side_open_with(&s, "RDMX_AUTH_ALLOWED_PEERS", lists[i]);
+		snprintf(addr, sizeof(addr), "127.0.0.1:%d",
+			 side_listen(&s, &a.lst));
+		pthread_create(&t, NULL, acceptor, &a);
+		st = rdmx_connect(c.ctx, addr, &attr, 2000, &conn);
+		pthread_join(t, NULL);
+		if (i) {
+			assert_int_equal(st, RDMX_OK);
+			assert_int_equal(a.st, RDMX_OK);
+			rdmx_conn_close(conn);
+			rdmx_conn_close(a.conn);
+		} else { /* 127.0.0.1 is not in the list */
+			assert_int_not_equal(st, RDMX_OK);
+			assert_int_equal(a.st, RDMX_ERR_TIMEOUT);
+		}
+		rdmx_listener_close(a.lst);
+		side_close(&c);
+		side_close(&s);
+	}
+	setenv("RDMX_AUTH_ALLOWED_PEERS", "10.0.0.0/33", 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
+	setenv("RDMX_AUTH_ALLOWED_PEERS", "localhost", 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
+	unsetenv("RDMX_AUTH_ALLOWED_PEERS");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +377,7 @@ int main(void)
 			test_handshake_downgrade_breaks_proofs, cleanup),
 		cmocka_unit_test_teardown(test_handshake_stranger_gets_no_proof,
 					  cleanup),
+		cmocka_unit_test_teardown(test_listen_allowed_peers, cleanup),
 	};
 
 	return cmocka_run_group_tests_name("handshake", tests, NULL, NULL);
