@@ -138,7 +138,7 @@ rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p)
 	return RDMX_OK;
 }
 
-static int rdmx_poll_one(int fd, short events, uint64_t deadline_us)
+int rdmx_sock_wait(int fd, short events, uint64_t deadline_us)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
 	int ms = rdmx_ms_left(deadline_us), rc;
@@ -201,7 +201,7 @@ rdmx_status rdmx_sock_connect(const char *addr, const char *src, int timeout_ms,
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) &&
 		    errno != EINPROGRESS) {
 			err = errno;
-		} else if (rdmx_poll_one(fd, POLLOUT, deadline) == 0) {
+		} else if (rdmx_sock_wait(fd, POLLOUT, deadline) == 0) {
 			close(fd);
 			st = RDMX_ERR_TIMEOUT;
 			continue;
@@ -247,7 +247,7 @@ rdmx_status rdmx_sock_read_full(int fd, void *buf, size_t len,
 			continue;
 		if (errno != EAGAIN)
 			return RDMX_ERR_CONN_LOST;
-		if (rdmx_poll_one(fd, POLLIN, deadline_us) == 0)
+		if (rdmx_sock_wait(fd, POLLIN, deadline_us) == 0)
 			return RDMX_ERR_TIMEOUT;
 	}
 	return RDMX_OK;
@@ -270,7 +270,7 @@ rdmx_status rdmx_sock_write_full(int fd, const void *buf, size_t len,
 			continue;
 		if (n < 0 && errno != EAGAIN)
 			return RDMX_ERR_CONN_LOST;
-		if (rdmx_poll_one(fd, POLLOUT, deadline_us) == 0)
+		if (rdmx_sock_wait(fd, POLLOUT, deadline_us) == 0)
 			return RDMX_ERR_TIMEOUT;
 	}
 	return RDMX_OK;

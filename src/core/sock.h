@@ -24,6 +24,9 @@ rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p);
 rdmx_status rdmx_sock_connect(const char *addr, const char *src, int timeout_ms,
 			      int *fd_p);
 
+/* Wait for @events on @fd until @deadline_us: poll()'s count, 0 timed out. */
+int rdmx_sock_wait(int fd, short events, uint64_t deadline_us);
+
 /* Blocking-style I/O on a non-blocking socket until @deadline_us. */
 rdmx_status rdmx_sock_read_full(int fd, void *buf, size_t len,
 				uint64_t deadline_us);

@@ -19,8 +19,8 @@ static struct rdmx_shm_pipe *pipe_of(struct rdmx_conn *conn)
 static void wild(bool producer_tail)
 {
 	struct pair p;
-	struct buf b;
-	struct rdmx_sge s;
+	struct buf b, cb;
+	struct rdmx_sge s, cs;
 	struct rdmx_shm_pipe *victim;
 	struct rdmx_completion wc;
 
@@ -29,6 +29,8 @@ static void wild(bool producer_tail)
 	pair_open_with(&p, "RDMX_SHM_RING_SIZE", "4096");
 	buf_alloc(&p.s, &b, 64 << 10, RDMX_ACCESS_LOCAL_WRITE);
 	s = sge_of(&b, 0, 64 << 10);
+	buf_alloc(&p.c, &cb, 64 << 10, RDMX_ACCESS_LOCAL_WRITE);
+	cs = sge_of(&cb, 0, 64 << 10);
 	assert_int_equal(rdmx_post_recv(p.sconn, &s, 1, 1), RDMX_OK);
 	victim = pipe_of(p.sconn);
 	if (producer_tail) {
@@ -37,6 +39,8 @@ static void wild(bool producer_tail)
 		atomic_store(&victim->rx->consumer_waiting, 1);
 		assert_int_equal(rdmx_post_send(p.cconn, &s, 2), RDMX_OK);
 	} else {
+		/* A RECV at the peer, so our SEND has its credit and goes. */
+		assert_int_equal(rdmx_post_recv(p.cconn, &cs, 1, 4), RDMX_OK);
 		/* As the peer: a head past everything we wrote. */
 		atomic_fetch_add(&victim->tx->head, 1ull << 40);
 		assert_int_equal(rdmx_post_send(p.sconn, &s, 3), RDMX_OK);
@@ -49,6 +53,7 @@ static void wild(bool producer_tail)
 	assert_int_not_equal(wc.status, RDMX_OK);
 	assert_int_not_equal(rdmx_conn_check(p.sconn), RDMX_OK);
 	buf_free(&b);
+	buf_free(&cb);
 	pair_close(&p);
 }
 

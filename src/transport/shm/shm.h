@@ -17,7 +17,7 @@ struct rdmx_shm_pipe {
 	int door; /* our doorbell (the engine's c->fd) */
 	int peer_door; /* the peer's doorbell */
 	int ctl; /* the control socket: liveness (the engine's c->fd2) */
-	int pidfd; /* the peer process */
+	int pidfd; /* the peer process, as SO_PEERCRED named it */
 	pid_t peer_pid;
 	bool peer_gone;
 };
@@ -25,8 +25,15 @@ struct rdmx_shm_pipe {
 extern const struct rdmx_sw_pipe rdmx_shm_pipe;
 
 /* shm_conn.c: set up both rings over the control socket. */
-rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl,
+rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
 				struct rdmx_shm_pipe **pipe_p);
+/*
+ * What a peer hands over, checked before use: a memfd sealed against
+ * shrinking that holds a ring of @size; an eventfd. RDMX_ERR_PROTOCOL,
+ * logged, when not.
+ */
+rdmx_status rdmx_shm_ring_check(int fd, uint64_t size);
+rdmx_status rdmx_shm_door_check(int fd);
 void rdmx_shm_pipe_free(struct rdmx_shm_pipe *p);
 
 #endif

@@ -1,33 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Setting up a shm connection: each side creates the ring it will read and
- * a doorbell, tells the peer their fd numbers and its pid over the control
- * socket, and takes the peer's with pidfd_getfd(). The handshake chose shm
- * only for two processes of one host, pid namespace and user, so the peer
- * may reach our fds, and we its.
+ * Setting up a shm connection (the steps are in shm_proto.h): the two
+ * sides meet on a unix socket named over the control connection, learn
+ * each other's pid and uid from the kernel, and pass the memfds of their
+ * rings and their doorbells as descriptors. Nothing the peer claims about
+ * itself is taken on trust: a peer of another user is refused, and a ring
+ * is mapped only once its seals show it cannot shrink under us (which
+ * would be a SIGBUS in our progress engine).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "shm.h"
 #include "sock.h"
 
 #define RDMX_SHM_MAX_RING (64ull << 20)
+/* How long a connection to our unix socket may take to show the token. */
+#define RDMX_SHM_TOKEN_MS 200
 
 static int rdmx_shm_pidfd_open(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int rdmx_shm_pidfd_getfd(int pidfd, int fd)
-{
-	return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 }
 
 static void *rdmx_shm_map(int fd, uint64_t size)
@@ -44,7 +49,7 @@ static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 	struct rdmx_shm_ring *r;
 	int fd;
 
-	fd = memfd_create("rdmx-shm-ring", MFD_CLOEXEC);
+	fd = memfd_create("rdmx-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0) {
 		rdmx_error("shm: memfd_create: %m");
 		return -1;
@@ -52,6 +57,12 @@ static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 	if (ftruncate(fd, (off_t)(RDMX_SHM_RING_HDR + size))) {
 		rdmx_error("shm: ftruncate ring of %llu bytes: %m",
 			   (unsigned long long)size);
+		close(fd);
+		return -1;
+	}
+	/* The peer maps it: it must never shrink under the peer. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		rdmx_error("shm: sealing the ring: %m");
 		close(fd);
 		return -1;
 	}
@@ -90,61 +101,367 @@ void rdmx_shm_pipe_free(struct rdmx_shm_pipe *p)
 	free(p);
 }
 
-/* Take the peer's ring and doorbell, as its hello names them. */
-static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p,
-				   const struct rdmx_shm_hello *h)
+rdmx_status rdmx_shm_ring_check(int fd, uint64_t size)
 {
-	int ring_fd;
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
 
-	if (h->size < 4096 || h->size > RDMX_SHM_MAX_RING ||
-	    (h->size & (h->size - 1))) {
-		rdmx_error("shm: peer offers a ring of %llu bytes",
-			   (unsigned long long)h->size);
+	if (seals < 0) {
+		rdmx_error("shm: the peer's ring is not a memfd (%m); refusing "
+			   "it");
 		return RDMX_ERR_PROTOCOL;
 	}
-	p->peer_pid = (pid_t)h->pid;
-	p->pidfd = rdmx_shm_pidfd_open(p->peer_pid);
-	if (p->pidfd < 0)
-		goto err_reach;
-	ring_fd = rdmx_shm_pidfd_getfd(p->pidfd, (int)h->ring_fd);
-	if (ring_fd < 0)
-		goto err_reach;
-	p->peer_door = rdmx_shm_pidfd_getfd(p->pidfd, (int)h->door_fd);
-	p->tx = p->peer_door < 0 ? NULL : rdmx_shm_map(ring_fd, h->size);
+	if (!(seals & F_SEAL_SHRINK)) {
+		rdmx_error("shm: the peer's ring is not sealed against "
+			   "shrinking; refusing to map it");
+		return RDMX_ERR_PROTOCOL;
+	}
+	if (fstat(fd, &st) || (uint64_t)st.st_size < RDMX_SHM_RING_HDR + size) {
+		rdmx_error(
+			"shm: the peer's ring is smaller than the %llu bytes "
+			"it says",
+			(unsigned long long)size);
+		return RDMX_ERR_PROTOCOL;
+	}
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_shm_door_check(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0 ||
+	    (target[n] = '\0', strcmp(target, "anon_inode:[eventfd]"))) {
+		rdmx_error("shm: the peer's doorbell is not an eventfd; "
+			   "refusing it");
+		return RDMX_ERR_PROTOCOL;
+	}
+	return RDMX_OK;
+}
+
+/* Bind an abstract unix socket of a random name; returns it listening. */
+static int rdmx_shm_unix_listen(char name[RDMX_SHM_NAME_LEN])
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t rnd[RDMX_SHM_NAME_LEN / 2];
+	char hex[RDMX_SHM_NAME_LEN + 1];
+	int fd;
+
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
+	memcpy(name, hex, RDMX_SHM_NAME_LEN);
+	/* sun_path[0] stays 0: the abstract namespace, no file. */
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "rdmx-shm-%.32s",
+		 hex);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 ||
+	    bind(fd, (struct sockaddr *)&sa,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + 9 +
+			     RDMX_SHM_NAME_LEN)) ||
+	    listen(fd, 8)) {
+		rdmx_error("shm: unix socket for setup: %m");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int rdmx_shm_unix_connect(const char name[RDMX_SHM_NAME_LEN])
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "rdmx-shm-%.32s",
+		 name);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0 &&
+	    connect(fd, (struct sockaddr *)&sa,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + 9 +
+				RDMX_SHM_NAME_LEN))) {
+		rdmx_error("shm: cannot reach the peer's unix socket (%m): it "
+			   "is not in this network namespace");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Acceptor: offer a unix socket on the control connection and take the
+ * first connection to it that presents the token (another local process
+ * may see the name in /proc/net/unix and race for it).
+ */
+static rdmx_status rdmx_shm_meet_accept(int ctl, uint64_t deadline, int *ufd_p)
+{
+	struct rdmx_shm_offer o;
+	uint8_t b[RDMX_SHM_OFFER_LEN], token[RDMX_SHM_TOKEN_LEN];
+	rdmx_status st;
+	int lfd, fd;
+
+	lfd = rdmx_shm_unix_listen(o.name);
+	if (lfd < 0)
+		return RDMX_ERR_SYSTEM;
+	randombytes_buf(o.token, sizeof(o.token));
+	rdmx_shm_offer_pack(&o, b);
+	st = rdmx_sock_write_full(ctl, b, sizeof(b), deadline);
+	while (!st) {
+		uint64_t bound = rdmx_now_us() + RDMX_SHM_TOKEN_MS * 1000;
+
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR) {
+				rdmx_error("shm: accept on the setup socket: "
+					   "%m");
+				st = RDMX_ERR_SYSTEM;
+			} else if (!rdmx_sock_wait(lfd, POLLIN, deadline)) {
+				st = RDMX_ERR_TIMEOUT;
+			}
+			continue;
+		}
+		if (!rdmx_sock_read_full(fd, token, sizeof(token),
+					 bound < deadline ? bound : deadline) &&
+		    !sodium_memcmp(token, o.token, sizeof(token))) {
+			*ufd_p = fd;
+			break;
+		}
+		rdmx_warn("shm: a process without the token connected to the "
+			  "setup socket; ignored");
+		close(fd);
+	}
+	close(lfd);
+	return st;
+}
+
+/* Connector: go to the socket the offer names, show the token. */
+static rdmx_status rdmx_shm_meet_connect(int ctl, uint64_t deadline, int *ufd_p)
+{
+	struct rdmx_shm_offer o;
+	uint8_t b[RDMX_SHM_OFFER_LEN];
+	rdmx_status st;
+	int fd;
+
+	st = rdmx_sock_read_full(ctl, b, sizeof(b), deadline);
+	if (st)
+		return st;
+	if (rdmx_shm_offer_unpack(b, &o)) {
+		rdmx_error("shm: malformed setup offer from the peer");
+		return RDMX_ERR_PROTOCOL;
+	}
+	fd = rdmx_shm_unix_connect(o.name);
+	if (fd < 0)
+		return RDMX_ERR_NO_TRANSPORT;
+	st = rdmx_sock_write_full(fd, o.token, sizeof(o.token), deadline);
+	if (st) {
+		close(fd);
+		return st;
+	}
+	*ufd_p = fd;
+	return RDMX_OK;
+}
+
+/*
+ * The peer, as the kernel knows it: same user, or refused. Its pid gets a
+ * pidfd, taken while its end of @ufd is still open (so the pid is not a
+ * reused one).
+ */
+static rdmx_status rdmx_shm_peer(struct rdmx_shm_pipe *p, int ufd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct pollfd pfd = { .fd = ufd, .events = POLLRDHUP };
+
+	if (getsockopt(ufd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		rdmx_error("shm: SO_PEERCRED: %m");
+		return RDMX_ERR_SYSTEM;
+	}
+	if (cred.uid != geteuid()) {
+		rdmx_error("shm: the peer process %d runs as uid %u, this one "
+			   "as uid %u: shm is only between processes of one "
+			   "user; refusing (RDMX_TRANSPORT=tcp avoids shm)",
+			   (int)cred.pid, (unsigned)cred.uid,
+			   (unsigned)geteuid());
+		return RDMX_ERR_NO_TRANSPORT;
+	}
+	p->peer_pid = cred.pid;
+	p->pidfd = rdmx_shm_pidfd_open(cred.pid);
+	if (p->pidfd < 0 ||
+	    (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP)))) {
+		rdmx_error("shm: the peer process %d is gone", (int)cred.pid);
+		return RDMX_ERR_CONN_LOST;
+	}
+	return RDMX_OK;
+}
+
+/* Send our hello with the ring's memfd and our doorbell. */
+static rdmx_status rdmx_shm_hello_send(int ufd, uint64_t size, int ring_fd,
+				       int door, uint64_t deadline)
+{
+	uint8_t b[RDMX_SHM_HELLO_LEN];
+	int fds[2] = { ring_fd, door };
+	union {
+		char buf[CMSG_SPACE(sizeof(fds))];
+		struct cmsghdr align;
+	} u = { 0 };
+	struct iovec iov = { b, sizeof(b) };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+	rdmx_shm_hello_pack(size, b);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	while (sendmsg(ufd, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(b)) {
+		if (errno != EAGAIN ||
+		    !rdmx_sock_wait(ufd, POLLOUT, deadline)) {
+			rdmx_error("shm: sending the setup hello: %m");
+			return RDMX_ERR_CONN_LOST;
+		}
+	}
+	return RDMX_OK;
+}
+
+/* Receive the peer's hello and exactly its two descriptors. */
+static rdmx_status rdmx_shm_hello_recv(int ufd, uint64_t deadline,
+				       uint64_t *size_p, int fds[2])
+{
+	uint8_t b[RDMX_SHM_HELLO_LEN];
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { b, sizeof(b) };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+	rdmx_status st = RDMX_OK;
+	ssize_t n;
+	int nfds = 0;
+
+	while ((n = recvmsg(ufd, &msg, MSG_CMSG_CLOEXEC)) < 0) {
+		if (errno != EAGAIN || !rdmx_sock_wait(ufd, POLLIN, deadline))
+			return errno == EAGAIN ? RDMX_ERR_TIMEOUT
+					       : RDMX_ERR_CONN_LOST;
+	}
+	for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0;
+		     i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(fd));
+			if (nfds < 2)
+				fds[nfds] = fd;
+			else
+				close(fd);
+			nfds++;
+		}
+	}
+	if (n == 0)
+		st = RDMX_ERR_CONN_LOST;
+	else if (n < (ssize_t)sizeof(b))
+		st = rdmx_sock_read_full(ufd, b + n, sizeof(b) - (size_t)n,
+					 deadline);
+	if (!st && (nfds != 2 || (msg.msg_flags & MSG_CTRUNC) ||
+		    rdmx_shm_hello_unpack(b, size_p))) {
+		rdmx_error("shm: malformed setup hello from the peer");
+		st = RDMX_ERR_PROTOCOL;
+	}
+	if (st)
+		for (int i = 0; i < nfds && i < 2; i++)
+			close(fds[i]);
+	return st;
+}
+
+/* Check and map the peer's ring; take its doorbell. Owns both fds. */
+static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p, uint64_t size,
+				   int ring_fd, int door)
+{
+	rdmx_status st = RDMX_OK;
+
+	p->peer_door = door;
+	if (size < 4096 || size > RDMX_SHM_MAX_RING || (size & (size - 1))) {
+		rdmx_error("shm: peer offers a ring of %llu bytes",
+			   (unsigned long long)size);
+		st = RDMX_ERR_PROTOCOL;
+	}
+	if (!st)
+		st = rdmx_shm_ring_check(ring_fd, size);
+	if (!st)
+		st = rdmx_shm_door_check(door);
+	if (!st) {
+		p->tx = rdmx_shm_map(ring_fd, size);
+		if (!p->tx) {
+			rdmx_error("shm: mmap the peer's ring: %m");
+			st = RDMX_ERR_SYSTEM;
+		}
+	}
 	close(ring_fd);
-	if (!p->tx)
-		goto err_reach;
-	p->tx_size = h->size;
+	if (st)
+		return st;
+	p->tx_size = size;
 	p->tx_data = (uint8_t *)p->tx + RDMX_SHM_RING_HDR;
-	if (p->tx->magic != RDMX_SHM_MAGIC || p->tx->size != h->size) {
+	if (p->tx->magic != RDMX_SHM_MAGIC || p->tx->size != size) {
 		rdmx_error("shm: the peer's ring header is not an rdmx ring");
 		return RDMX_ERR_PROTOCOL;
 	}
 	return RDMX_OK;
-
-err_reach:
-	rdmx_error("shm: cannot reach process %d's ring (%m); same-host "
-		   "transports need one user and no ptrace restriction "
-		   "(RDMX_TRANSPORT=tcp avoids shm)",
-		   (int)h->pid);
-	return RDMX_ERR_SYSTEM;
 }
 
-rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl,
+/* Meet the peer, swap rings, and say ready both ways. */
+static rdmx_status rdmx_shm_exchange(struct rdmx_shm_pipe *p, bool accepting,
+				     int ring_fd, uint64_t deadline)
+{
+	uint64_t size;
+	uint8_t ready = 'R';
+	int ufd = -1, fds[2];
+	rdmx_status st;
+
+	st = accepting ? rdmx_shm_meet_accept(p->ctl, deadline, &ufd)
+		       : rdmx_shm_meet_connect(p->ctl, deadline, &ufd);
+	if (!st)
+		st = rdmx_shm_peer(p, ufd);
+	if (!st)
+		st = rdmx_shm_hello_send(ufd, p->rx_size, ring_fd, p->door,
+					 deadline);
+	if (!st)
+		st = rdmx_shm_hello_recv(ufd, deadline, &size, fds);
+	if (!st)
+		st = rdmx_shm_attach(p, size, fds[0], fds[1]);
+	if (!st)
+		st = rdmx_sock_write_full(ufd, &ready, 1, deadline);
+	if (!st)
+		st = rdmx_sock_read_full(ufd, &ready, 1, deadline);
+	if (!st && ready != 'R')
+		st = RDMX_ERR_PROTOCOL;
+	if (ufd >= 0)
+		close(ufd);
+	return st;
+}
+
+rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
 				struct rdmx_shm_pipe **pipe_p)
 {
 	uint64_t deadline =
 		rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000;
-	struct rdmx_shm_hello mine = { .pid = (uint32_t)getpid(),
-				       .size = 4096 },
-			      theirs;
-	uint8_t out[RDMX_SHM_HELLO_LEN], in[RDMX_SHM_HELLO_LEN], ready = 'R';
 	struct rdmx_shm_pipe *p;
 	rdmx_status st = RDMX_ERR_SYSTEM;
+	uint64_t size = 4096;
 	int ring_fd;
 
-	while (mine.size < ctx->cfg.shm_ring_size)
-		mine.size <<= 1;
+	while (size < ctx->cfg.shm_ring_size)
+		size <<= 1;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		close(ctl);
@@ -152,33 +469,17 @@ rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl,
 	}
 	p->ctl = ctl;
 	p->door = p->peer_door = p->pidfd = -1;
-	ring_fd = rdmx_shm_ring_create(mine.size, &p->rx);
+	ring_fd = rdmx_shm_ring_create(size, &p->rx);
 	if (ring_fd < 0)
 		goto err;
-	p->rx_size = mine.size;
+	p->rx_size = size;
 	p->rx_data = (uint8_t *)p->rx + RDMX_SHM_RING_HDR;
 	p->door = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (p->door < 0) {
 		rdmx_error("shm: eventfd: %m");
 		goto err_ring;
 	}
-	mine.ring_fd = (uint32_t)ring_fd;
-	mine.door_fd = (uint32_t)p->door;
-	rdmx_shm_hello_pack(&mine, out);
-	/* The peer takes our fds while we wait for its 'R': keep ring_fd. */
-	st = rdmx_sock_write_full(ctl, out, sizeof(out), deadline);
-	if (!st)
-		st = rdmx_sock_read_full(ctl, in, sizeof(in), deadline);
-	if (!st && rdmx_shm_hello_unpack(in, &theirs))
-		st = RDMX_ERR_PROTOCOL;
-	if (!st)
-		st = rdmx_shm_attach(p, &theirs);
-	if (!st)
-		st = rdmx_sock_write_full(ctl, &ready, 1, deadline);
-	if (!st)
-		st = rdmx_sock_read_full(ctl, &ready, 1, deadline);
-	if (!st && ready != 'R')
-		st = RDMX_ERR_PROTOCOL;
+	st = rdmx_shm_exchange(p, accepting, ring_fd, deadline);
 	if (st)
 		goto err_ring;
 	close(ring_fd);

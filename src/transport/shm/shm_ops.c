@@ -25,8 +25,7 @@ static rdmx_status rdmx_shm_conn_create(void *priv, int fd, bool accepting,
 	struct rdmx_shm_pipe *p;
 	rdmx_status st;
 
-	(void)accepting;
-	st = rdmx_shm_pipe_setup(e->ctx, fd, &p);
+	st = rdmx_shm_pipe_setup(e->ctx, fd, accepting, &p);
 	if (st)
 		return st;
 	return rdmx_sw_conn_create(e, p->door, p->ctl, p, attr, conn_p);

@@ -5,6 +5,7 @@
  * with the connection's lock held), so each index has one writer.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -215,8 +216,13 @@ static ssize_t rdmx_shm_cma(struct rdmx_sw_conn *c, bool to_peer,
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
 	ssize_t n;
+	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
 
-	if (p->peer_gone)
+	/*
+	 * process_vm_* take a pid: make sure it is still our peer's (its
+	 * pidfd turns readable when it exits, before the pid can be reused).
+	 */
+	if (p->peer_gone || poll(&pfd, 1, 0) != 0)
 		return -ESRCH;
 	n = (to_peer ? process_vm_writev : process_vm_readv)(
 		p->peer_pid, local, (unsigned long)nlocal, remote,

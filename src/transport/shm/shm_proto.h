@@ -22,13 +22,15 @@
 #ifndef RDMX_SHM_PROTO_H
 #define RDMX_SHM_PROTO_H
 
+#include <ctype.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bytes.h"
 
 #define RDMX_SHM_MAGIC 0x52444d53u /* "RDMS" */
-#define RDMX_SHM_VERSION 1
+#define RDMX_SHM_VERSION 2
 #define RDMX_SHM_RING_HDR 4096
 
 struct rdmx_shm_ring {
@@ -50,46 +52,75 @@ _Static_assert(sizeof(struct rdmx_shm_ring) <= RDMX_SHM_RING_HDR,
 	       "ring header fits its page");
 
 /*
- * Setup message, each way, on the control socket after the handshake:
- * be32 magic, be32 version, be32 pid, be32 ring fd, be32 doorbell fd,
- * be32 reserved, be64 ring size. The receiver takes both fds from the
- * sender with pidfd_getfd(); then each side sends one byte, 'R', once it
- * has mapped the other's ring.
+ * Setup. The handshake chose shm; the accepting side proves nothing yet.
+ *
+ * 1. On the control connection the acceptor sends an OFFER: be32 magic,
+ *    be32 version, the name of a unix socket it listens on (in the
+ *    abstract namespace, so only processes of its network namespace can
+ *    reach it) and a random token.
+ * 2. The connector connects to that socket and sends the token first;
+ *    the acceptor takes the first connection that presents it. Each side
+ *    now knows the other's pid and uid from the kernel (SO_PEERCRED), and
+ *    refuses a peer that runs as another user.
+ * 3. Over the unix socket each side sends a HELLO (be32 magic, be32
+ *    version, be64 ring size) carrying two descriptors by SCM_RIGHTS: the
+ *    memfd of the ring it reads, sealed against shrinking, and its
+ *    doorbell eventfd. The receiver checks the seals, the size and the
+ *    kind of each before mapping anything.
+ * 4. Each side sends one byte, 'R', once it has mapped the other's ring.
  */
-#define RDMX_SHM_HELLO_LEN 32
+#define RDMX_SHM_NAME_LEN 32 /* hex characters after "rdmx-shm-" */
+#define RDMX_SHM_TOKEN_LEN 32
+#define RDMX_SHM_OFFER_LEN (8 + RDMX_SHM_NAME_LEN + RDMX_SHM_TOKEN_LEN)
+#define RDMX_SHM_HELLO_LEN 16
 
-struct rdmx_shm_hello {
-	uint32_t pid;
-	uint32_t ring_fd;
-	uint32_t door_fd;
-	uint64_t size;
+struct rdmx_shm_offer {
+	char name[RDMX_SHM_NAME_LEN];
+	uint8_t token[RDMX_SHM_TOKEN_LEN];
 };
 
-_Static_assert(RDMX_SHM_HELLO_LEN == 6 * 4 + 8, "setup message size");
+_Static_assert(RDMX_SHM_OFFER_LEN == 72, "offer size");
 
-static inline void rdmx_shm_hello_pack(const struct rdmx_shm_hello *h,
+static inline void rdmx_shm_offer_pack(const struct rdmx_shm_offer *o,
+				       uint8_t b[RDMX_SHM_OFFER_LEN])
+{
+	rdmx_put_be(b, RDMX_SHM_MAGIC, 4);
+	rdmx_put_be(b + 4, RDMX_SHM_VERSION, 4);
+	memcpy(b + 8, o->name, RDMX_SHM_NAME_LEN);
+	memcpy(b + 8 + RDMX_SHM_NAME_LEN, o->token, RDMX_SHM_TOKEN_LEN);
+}
+
+/* Returns 0, or -1 for a bad magic, version or name. */
+static inline int rdmx_shm_offer_unpack(const uint8_t b[RDMX_SHM_OFFER_LEN],
+					struct rdmx_shm_offer *o)
+{
+	if (rdmx_get_be(b, 4) != RDMX_SHM_MAGIC ||
+	    rdmx_get_be(b + 4, 4) != RDMX_SHM_VERSION)
+		return -1;
+	memcpy(o->name, b + 8, RDMX_SHM_NAME_LEN);
+	memcpy(o->token, b + 8 + RDMX_SHM_NAME_LEN, RDMX_SHM_TOKEN_LEN);
+	for (int i = 0; i < RDMX_SHM_NAME_LEN; i++)
+		if (!isxdigit((unsigned char)o->name[i]))
+			return -1;
+	return 0;
+}
+
+static inline void rdmx_shm_hello_pack(uint64_t size,
 				       uint8_t b[RDMX_SHM_HELLO_LEN])
 {
 	rdmx_put_be(b, RDMX_SHM_MAGIC, 4);
 	rdmx_put_be(b + 4, RDMX_SHM_VERSION, 4);
-	rdmx_put_be(b + 8, h->pid, 4);
-	rdmx_put_be(b + 12, h->ring_fd, 4);
-	rdmx_put_be(b + 16, h->door_fd, 4);
-	rdmx_put_be(b + 20, 0, 4);
-	rdmx_put_be(b + 24, h->size, 8);
+	rdmx_put_be(b + 8, size, 8);
 }
 
-/* Returns 0, or -1 for a bad magic, version or reserved field. */
+/* Returns 0, or -1 for a bad magic or version. */
 static inline int rdmx_shm_hello_unpack(const uint8_t b[RDMX_SHM_HELLO_LEN],
-					struct rdmx_shm_hello *h)
+					uint64_t *size_p)
 {
 	if (rdmx_get_be(b, 4) != RDMX_SHM_MAGIC ||
-	    rdmx_get_be(b + 4, 4) != RDMX_SHM_VERSION || rdmx_get_be(b + 20, 4))
+	    rdmx_get_be(b + 4, 4) != RDMX_SHM_VERSION)
 		return -1;
-	h->pid = (uint32_t)rdmx_get_be(b + 8, 4);
-	h->ring_fd = (uint32_t)rdmx_get_be(b + 12, 4);
-	h->door_fd = (uint32_t)rdmx_get_be(b + 16, 4);
-	h->size = rdmx_get_be(b + 24, 8);
+	*size_p = rdmx_get_be(b + 8, 8);
 	return 0;
 }
 
