@@ -2,6 +2,7 @@
 /* Description: RDMA WRITE, WRITE-with-immediate and READ, bytes checked. */
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -269,6 +270,49 @@ static void test_unsignaled_requests(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Once rdmx_conn_close has returned, the peer touches the initiator's
+ * buffers no more, even with READs outstanding (shm's single copy used to
+ * go on writing them from the target after the close).
+ */
+static void test_read_close_ends_placement(void **state)
+{
+	enum { N = 32, LEN = 1 << 20 };
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_completion wc;
+	struct timespec nap = { 0, 300 * 1000 * 1000 };
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.s, &src, LEN,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_READ);
+	memset(src.p, 0xab, LEN);
+	buf_alloc(&p.c, &dst, (size_t)N * LEN, RDMX_ACCESS_LOCAL_WRITE);
+	rem = share_remote(&p, &src);
+	for (int i = 0; i < N; i++) {
+		struct rdmx_sge s = sge_of(&dst, (size_t)i * LEN, LEN);
+
+		assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr, rem.rkey,
+						(uint64_t)i),
+				 RDMX_OK);
+	}
+	rdmx_conn_close(p.cconn);
+	p.cconn = NULL;
+	/* The application takes its buffer back at once. */
+	memset(dst.p, 0, dst.len);
+	nanosleep(&nap, NULL);
+	for (size_t i = 0; i < dst.len; i++)
+		if (dst.p[i])
+			fail_msg("byte %zu written after rdmx_conn_close", i);
+	while (rdmx_poll(p.c.cq, &wc, 1) > 0)
+		assert_int_equal(wc.opcode, RDMX_OP_READ);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -278,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_ops_complete_in_order),
 		cmocka_unit_test(test_ops_posted_as_a_list),
 		cmocka_unit_test(test_unsignaled_requests),
+		cmocka_unit_test(test_read_close_ends_placement),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -224,10 +225,21 @@ static ssize_t rdmx_shm_cma(struct rdmx_sw_conn *c, bool to_peer,
 	 */
 	if (p->peer_gone || poll(&pfd, 1, 0) != 0)
 		return -ESRCH;
+	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_shutdown. */
+	atomic_store(&p->rx->cma_busy, 1);
+	if (atomic_load(&p->rx->closed)) {
+		/* The peer has closed: its buffers may be reused already. */
+		atomic_store_explicit(&p->rx->cma_busy, 0,
+				      memory_order_release);
+		return -ESRCH;
+	}
 	n = (to_peer ? process_vm_writev : process_vm_readv)(
 		p->peer_pid, local, (unsigned long)nlocal, remote,
 		(unsigned long)nremote, 0);
-	return n < 0 ? -errno : n;
+	if (n < 0)
+		n = -errno;
+	atomic_store_explicit(&p->rx->cma_busy, 0, memory_order_release);
+	return n;
 }
 
 static ssize_t rdmx_shm_pull(struct rdmx_sw_conn *c, const struct iovec *local,
@@ -258,12 +270,35 @@ static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
 	       atomic_load_explicit(&p->rx->head, memory_order_relaxed);
 }
 
+/*
+ * Before our work is flushed, make sure the peer is not copying into our
+ * memory: after this no copy starts, and we wait out one that runs (a
+ * peer that died mid-copy, or never clears the flag, is given up on after
+ * RDMX_SHM_CMA_WAIT_US). Runs with the connection's lock held.
+ */
+#define RDMX_SHM_CMA_WAIT_US (1000 * 1000)
+
 static void rdmx_shm_shutdown(struct rdmx_sw_conn *c)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	uint64_t until = rdmx_now_us() + RDMX_SHM_CMA_WAIT_US;
+	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
 
 	atomic_store_explicit(&p->rx->closed, 1, memory_order_release);
-	atomic_store_explicit(&p->tx->closed, 1, memory_order_release);
+	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_cma. */
+	atomic_store(&p->tx->closed, 1);
+	while (atomic_load(&p->tx->cma_busy) && poll(&pfd, 1, 0) == 0) {
+		if (rdmx_now_us() > until) {
+			rdmx_warn(
+				"shm connection to %s: the peer still copies "
+				"to or from this process's memory %d ms after "
+				"close; giving up on it",
+				c->base.info.peer_addr,
+				RDMX_SHM_CMA_WAIT_US / 1000);
+			break;
+		}
+		sched_yield();
+	}
 	rdmx_shm_ring_door(p->peer_door);
 	shutdown(p->ctl, SHUT_RDWR);
 }

@@ -46,6 +46,14 @@ struct rdmx_shm_ring {
 	_Alignas(64) _Atomic uint64_t head; /* bytes ever read */
 	_Atomic uint32_t consumer_waiting; /* ring the doorbell on input */
 	_Atomic uint32_t closed; /* either side shut down */
+	/*
+	 * The consumer (a target) is copying to or from the producer's memory
+	 * (single copy). With `closed`, a Dekker pair: the target stores
+	 * busy, then loads closed; the producer, shutting down, stores
+	 * closed, then waits for busy to clear. So once the producer's close
+	 * returns, no copy into its memory is running or will start.
+	 */
+	_Atomic uint32_t cma_busy;
 };
 
 _Static_assert(sizeof(struct rdmx_shm_ring) <= RDMX_SHM_RING_HDR,
