@@ -183,8 +183,17 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 			   struct rdmx_mr *mr, const struct iovec *payload)
 {
-	struct rdmx_sw_op *op = calloc(1, sizeof(*op));
+	struct rdmx_sw_op *op;
 
+	/*
+	 * A dead connection's transmit queue was dropped and is never walked
+	 * again (the progress thread may have failed it at any point).
+	 */
+	if (c->dead) {
+		rdmx_mr_release(mr);
+		return c->dead_status;
+	}
+	op = calloc(1, sizeof(*op));
 	if (!op) {
 		/* An answer cannot be skipped without breaking the order. */
 		rdmx_mr_release(mr);
