@@ -31,6 +31,7 @@ struct demo_opts {
 	const char *addr;
 	const char *config;
 	uint64_t size, iters, offset, length;
+	uint64_t max_size; /* server: the most a client may ask for */
 	bool once, header;
 };
 
@@ -75,6 +76,9 @@ static const char *demo_validate(const struct demo_opts *o,
 	if (h->size > DEMO_MAX_SIZE || h->offset > DEMO_MAX_SIZE ||
 	    h->length > DEMO_MAX_SIZE || !h->iters)
 		return "size, offset or length over 1 GiB, or no iterations";
+	/* The client's word decides what we allocate: within our bound. */
+	if (h->size > o->max_size || h->offset + h->length > o->max_size)
+		return "over the server's --max-size";
 	return NULL;
 }
 
@@ -394,6 +398,8 @@ static void demo_usage(FILE *f)
 		"  -l, --length N    read: bytes per READ (default: --size)\n"
 		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
 		"      --once        server: exit after one client\n"
+		"      --max-size N  server: the largest message or read window a\n"
+		"                    client may ask for (default 64m)\n"
 		"      --no-header   client: print the result row only\n"
 		"      --metrics ADDR:PORT  serve Prometheus /metrics and JSON\n"
 		"                    /status there (\":0\": any port, printed)\n"
@@ -411,13 +417,17 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 		{ "once", no_argument, NULL, 1 },
 		{ "no-header", no_argument, NULL, 2 },
 		{ "metrics", required_argument, NULL, 3 },
+		{ "max-size", required_argument, NULL, 4 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool have_len = false;
 	int c;
 
-	*o = (struct demo_opts){ .size = 4096, .iters = 1000, .header = true };
+	*o = (struct demo_opts){ .size = 4096,
+				 .iters = 1000,
+				 .max_size = 64 << 20,
+				 .header = true };
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		demo_usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 1 : -1;
@@ -461,6 +471,11 @@ static int demo_parse(int argc, char **argv, struct demo_opts *o)
 			break;
 		case 3:
 			if (!cli_metrics_option("demo", optarg))
+				return 1;
+			break;
+		case 4:
+			if (!cli_size("demo", "--max-size", optarg,
+				      &o->max_size))
 				return 1;
 			break;
 		case 'h':

@@ -34,6 +34,18 @@ else
 fi
 wait "$server"
 
+# The client's word decides what the server allocates: within --max-size.
+serve send :0 --max-size 1m || exit 1
+if run "over max size" 1 "$rdmx" demo send "127.0.0.1:$port" -s 2m -n 1 &&
+	grep -q "server refused: over the server's --max-size" "$tmp/out" &&
+	run "within max size" 0 "$rdmx" demo send "127.0.0.1:$port" -s 1m -n 2; then
+	ok "demo server: a client over --max-size is refused, the next served"
+else
+	bad "demo server --max-size"
+fi
+kill -TERM "$server"
+wait "$server"
+
 if run "no command" 1 "$rdmx" && grep -q "^usage: rdmx <command>" "$tmp/err"; then
 	ok "no command: usage on stderr, exit 1"
 else
