@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,21 +17,62 @@
 #include "bytes.h"
 #include "core.h"
 #include "sw.h"
+#include "tcp.h"
 
 struct rig {
 	struct rdmx_ctx *ctx;
 	struct rdmx_cq *cq;
-	void *tcp;
+	void *tcp; /* the engine the connection runs on */
+	void *own; /* an engine of our own (byref_open), or NULL */
+	struct rdmx_srq *srq; /* the connection's RECVs come from it */
 	struct rdmx_conn *conn;
 	int peer; /* the crafted peer's end */
 };
 
+static void rig_start(struct rig *r, const char *var, const char *value);
+static void rig_connect(struct rig *r);
+
 static void rig_open(struct rig *r, const char *var, const char *value)
 {
-	struct rdmx_conn_attr attr = { 0 };
-	int fds[2], small = 64 << 10;
+	rig_start(r, var, value);
+	assert_int_equal(rdmx_ctx_transport(r->ctx, RDMX_TRANSPORT_TCP,
+					    &r->tcp),
+			 RDMX_OK);
+	rig_connect(r);
+}
 
+/* A socket pretending to reach the peer's memory, as shm does. */
+static ssize_t fake_move(struct rdmx_sw_conn *c, const struct iovec *local,
+			 int nlocal, const struct iovec *remote, int nremote)
+{
+	(void)c;
+	(void)remote;
+	(void)nremote;
+	return nlocal ? (ssize_t)local[0].iov_len : 0;
+}
+
+/* The same rig on an engine whose pipe moves one-sided data by reference,
+ * READs of @byref_min bytes or more. */
+static void byref_open(struct rig *r, uint64_t byref_min)
+{
+	static struct rdmx_sw_pipe pipe;
+	static struct rdmx_sw_transport tp;
+
+	pipe = rdmx_tcp_pipe;
+	pipe.pull = fake_move;
+	pipe.push = fake_move;
+	tp = (struct rdmx_sw_transport){ .ops = &rdmx_tcp_ops, .pipe = &pipe };
+	rig_start(r, NULL, NULL);
+	assert_int_equal(rdmx_sw_open(r->ctx, &tp, &r->own), RDMX_OK);
+	((struct rdmx_sw_ctx *)r->own)->byref_min = byref_min;
+	r->tcp = r->own;
+	rig_connect(r);
+}
+
+static void rig_start(struct rig *r, const char *var, const char *value)
+{
 	memset(r, 0, sizeof(*r));
+	signal(SIGPIPE, SIG_IGN);
 	setenv("RDMX_PROGRESS_THREAD", "off", 1);
 	if (var)
 		setenv(var, value, 1);
@@ -38,9 +80,13 @@ static void rig_open(struct rig *r, const char *var, const char *value)
 	if (var)
 		unsetenv(var);
 	assert_int_equal(rdmx_cq_create(r->ctx, &r->cq), RDMX_OK);
-	assert_int_equal(rdmx_ctx_transport(r->ctx, RDMX_TRANSPORT_TCP,
-					    &r->tcp),
-			 RDMX_OK);
+}
+
+static void rig_connect(struct rig *r)
+{
+	struct rdmx_conn_attr attr = { 0 };
+	int fds[2], small = 64 << 10;
+
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
 	/* Small buffers: a large frame stays in the sender's queue. */
 	setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
@@ -48,8 +94,12 @@ static void rig_open(struct rig *r, const char *var, const char *value)
 	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
 	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
 	attr.cq = r->cq;
-	assert_int_equal(rdmx_tcp_ops.conn_create(r->tcp, fds[0], false, &attr,
-						  &r->conn),
+	if (r->srq) {
+		attr.mask = RDMX_CONN_ATTR_SRQ;
+		attr.srq = r->srq;
+	}
+	assert_int_equal(rdmx_sw_conn_create(r->tcp, fds[0], -1, NULL, &attr,
+					     &r->conn),
 			 RDMX_OK);
 	r->peer = fds[1];
 }
@@ -58,10 +108,12 @@ static void rig_close(struct rig *r)
 {
 	struct rdmx_completion wc;
 
-	rdmx_tcp_ops.conn_close(r->conn);
+	rdmx_sw_conn_close(r->conn);
 	while (rdmx_poll(r->cq, &wc, 1) > 0)
 		;
 	close(r->peer);
+	if (r->own)
+		rdmx_sw_close(r->own);
 	assert_int_equal(rdmx_cq_destroy(r->cq), RDMX_OK);
 	assert_int_equal(rdmx_ctx_destroy(r->ctx), RDMX_OK);
 }
@@ -69,7 +121,7 @@ static void rig_close(struct rig *r)
 static void drive(struct rig *r)
 {
 	for (int i = 0; i < 4; i++)
-		rdmx_tcp_ops.progress(r->tcp, false);
+		rdmx_sw_progress(r->tcp, false);
 }
 
 /* The peer writes all of @len, driving our side while the socket is full. */
@@ -80,6 +132,8 @@ static void peer_write(struct rig *r, const void *buf, size_t len)
 	while (len) {
 		ssize_t n = write(r->peer, p, len);
 
+		if (n < 0 && errno == EPIPE)
+			break; /* we cut the peer off: the rest goes nowhere */
 		if (n < 0) {
 			assert_int_equal(errno, EAGAIN);
 			drive(r);
@@ -354,6 +408,109 @@ static void test_half_sent_write_does_not_hold_dereg(void **state)
 	rig_close(&r);
 }
 
+/*
+ * A READ answer must be of the kind the READ was: a ring READ answered
+ * "placed by reference" used to complete with success and no data, and a
+ * READ by reference answered with bytes is no answer of ours either.
+ */
+static void read_answer_of_the_wrong_kind(uint64_t byref_min, uint8_t flags)
+{
+	struct rig r;
+	struct rdmx_mr *mr;
+	uint8_t local[64] = { 0 }, bytes[64];
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+	struct rdmx_sw_hdr h, a;
+
+	byref_open(&r, byref_min);
+	peer_hello(&r, 16);
+	assert_int_equal(rdmx_mr_reg(r.ctx, local, sizeof(local),
+				     RDMX_ACCESS_LOCAL_WRITE, &mr),
+			 RDMX_OK);
+	s = (struct rdmx_sge){ local, sizeof(local), mr };
+	assert_int_equal(rdmx_post_read(r.conn, &s, 4096, 1, 5), RDMX_OK);
+	h = peer_hdr(&r);
+	assert_int_equal(h.type, RDMX_SW_READ_REQ);
+	assert_int_equal(h.flags & RDMX_SW_F_BYREF,
+			 flags ? 0 : RDMX_SW_F_BYREF);
+	if (h.flags & RDMX_SW_F_BYREF)
+		peer_read(&r, NULL, (size_t)h.op * RDMX_SW_REF_LEN);
+	a = (struct rdmx_sw_hdr){ .type = RDMX_SW_READ_RESP,
+				  .flags = flags,
+				  .seq = h.seq,
+				  .length = sizeof(local) };
+	memset(bytes, 0x42, sizeof(bytes));
+	peer_frame(&r, &a, bytes, flags ? 0 : sizeof(bytes));
+	while (rdmx_poll(r.cq, &wc, 1) == 0)
+		drive(&r);
+	assert_int_equal(wc.wr_id, 5);
+	assert_int_equal(wc.status, RDMX_ERR_CONN_LOST);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	rig_close(&r);
+}
+
+static void test_ring_read_answered_by_reference(void **state)
+{
+	(void)state;
+	read_answer_of_the_wrong_kind(1 << 20, RDMX_SW_F_BYREF);
+}
+
+static void test_byref_read_answered_with_bytes(void **state)
+{
+	(void)state;
+	read_answer_of_the_wrong_kind(1, 0);
+}
+
+/*
+ * A peer of a shared receive queue that ASKs for 2^32 - 1 credits wants no
+ * more than the requests it may have outstanding here: it cannot hoard
+ * the pool (a peer that wants is never revoked from).
+ */
+static void test_srq_ask_is_capped(void **state)
+{
+	struct rig r;
+	struct rdmx_srq_attr sa = { 0 };
+	struct rdmx_sw_hdr ask = { .type = RDMX_SW_CREDIT,
+				   .op = RDMX_SW_CREDIT_ASK,
+				   .arg0 = UINT32_MAX };
+	struct rdmx_completion wc;
+	uint8_t buf[64];
+	struct rdmx_mr *mr;
+	struct rdmx_sge s;
+
+	(void)state;
+	rig_start(&r, "RDMX_CONN_MAX_PEER_REQUESTS", "8");
+	assert_int_equal(rdmx_ctx_transport(r.ctx, RDMX_TRANSPORT_TCP, &r.tcp),
+			 RDMX_OK);
+	sa.mask = RDMX_SRQ_ATTR_MAX_WR;
+	sa.cq = r.cq;
+	sa.max_wr = 64;
+	assert_int_equal(rdmx_srq_create(r.ctx, &sa, &r.srq), RDMX_OK);
+	assert_int_equal(rdmx_mr_reg(r.ctx, buf, sizeof(buf),
+				     RDMX_ACCESS_LOCAL_WRITE, &mr),
+			 RDMX_OK);
+	s = (struct rdmx_sge){ buf, sizeof(buf), mr };
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(rdmx_srq_post_recv(r.srq, &s, 1, (uint64_t)i),
+				 RDMX_OK);
+	rig_connect(&r);
+	peer_hello(&r, 16);
+	peer_frame(&r, &ask, NULL, 0);
+	drive(&r);
+	assert_true(to_sw_conn(r.conn)->srq_want <= 8);
+	assert_true(to_sw_conn(r.conn)->srq_held <= 8);
+	rdmx_sw_conn_close(r.conn);
+	while (rdmx_poll(r.cq, &wc, 1) > 0)
+		;
+	assert_int_equal(rdmx_srq_destroy(r.srq), RDMX_OK);
+	while (rdmx_poll(r.cq, &wc, 1) > 0)
+		;
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	close(r.peer);
+	assert_int_equal(rdmx_cq_destroy(r.cq), RDMX_OK);
+	assert_int_equal(rdmx_ctx_destroy(r.ctx), RDMX_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,6 +519,9 @@ int main(void)
 		cmocka_unit_test(test_flood_of_reads_is_bounded),
 		cmocka_unit_test(test_sender_keeps_within_peer_limit),
 		cmocka_unit_test(test_half_sent_write_does_not_hold_dereg),
+		cmocka_unit_test(test_ring_read_answered_by_reference),
+		cmocka_unit_test(test_byref_read_answered_with_bytes),
+		cmocka_unit_test(test_srq_ask_is_capped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -396,6 +396,15 @@ static void rdmx_sw_rx_read_resp(struct rdmx_sw_conn *c)
 		rdmx_sw_proto_fail(c, "READ answer of the wrong length");
 		return;
 	}
+	/*
+	 * Only a READ we sent by reference can have been placed by the
+	 * target; answering a ring READ "placed" would report data that
+	 * never came.
+	 */
+	if ((c->rx_h.flags ^ op->h.flags) & RDMX_SW_F_BYREF) {
+		rdmx_sw_proto_fail(c, "READ answer of the wrong kind");
+		return;
+	}
 	if (c->rx_h.flags & RDMX_SW_F_BYREF) {
 		/* The target placed the data itself before answering. */
 		rdmx_sw_retire(c, RDMX_OK);

@@ -203,6 +203,15 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 	return r;
 }
 
+/* @want, less what would take @c past conn.max_peer_requests held. */
+static uint64_t rdmx_sw_srq_cap(const struct rdmx_sw_conn *c, uint64_t want)
+{
+	uint64_t max = c->base.ctx->cfg.conn_max_peer_requests;
+	uint64_t room = c->srq_held < max ? max - c->srq_held : 0;
+
+	return want < room ? want : room;
+}
+
 void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 {
 	struct rdmx_sw_srq *s = c->srq;
@@ -226,6 +235,12 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 		on_way = c->granted_total - h->arg1 + c->grant + c->srq_pending;
 		c->srq_want = h->arg0 > on_way ? (uint32_t)(h->arg0 - on_way)
 					       : 0;
+		/*
+		 * Credits past the requests it may have outstanding here are
+		 * of no use to an honest peer: a want beyond them would only
+		 * hoard the pool (a peer that wants is never revoked from).
+		 */
+		c->srq_want = (uint32_t)rdmx_sw_srq_cap(c, c->srq_want);
 	} else if (h->arg0 > c->srq_held - c->srq_pending) {
 		pthread_mutex_unlock(&s->lock);
 		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
