@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,16 @@
 #include "verbs.h"
 #include "verbs_proto.h"
 
-/* Wait for the next CM event, which must be @want; acks it. */
-static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
-				      enum rdma_cm_event_type want,
-				      uint64_t deadline,
-				      struct rdma_cm_id **id_p)
+/*
+ * Wait for the next CM event, which must be @want; acks it. @token_p, if
+ * not NULL, receives the first RDMX_VERBS_TOKEN_LEN bytes of its private
+ * data (zeros where there are fewer).
+ */
+static rdmx_status rdmx_verbs_cm_wait_data(struct rdmx_verbs_conn *c,
+					   enum rdma_cm_event_type want,
+					   uint64_t deadline,
+					   struct rdma_cm_id **id_p,
+					   uint8_t *token_p)
 {
 	/* The control socket too: a peer that gives up ends the wait. */
 	struct pollfd pfd[2] = { { .fd = c->ech->fd, .events = POLLIN },
@@ -53,6 +59,15 @@ static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
 	status = ev->status;
 	if (id_p)
 		*id_p = ev->id;
+	if (token_p) {
+		size_t n = ev->param.conn.private_data_len;
+
+		memset(token_p, 0, RDMX_VERBS_TOKEN_LEN);
+		if (ev->param.conn.private_data)
+			memcpy(token_p, ev->param.conn.private_data,
+			       n < RDMX_VERBS_TOKEN_LEN ? n
+							: RDMX_VERBS_TOKEN_LEN);
+	}
 	rdma_ack_cm_event(ev);
 	if (got != want) {
 		rdmx_error("verbs: %s with %s while waiting for %s (status %d)",
@@ -62,6 +77,45 @@ static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
 						     : RDMX_ERR_UNREACHABLE;
 	}
 	return RDMX_OK;
+}
+
+static rdmx_status rdmx_verbs_cm_wait(struct rdmx_verbs_conn *c,
+				      enum rdma_cm_event_type want,
+				      uint64_t deadline,
+				      struct rdma_cm_id **id_p)
+{
+	return rdmx_verbs_cm_wait_data(c, want, deadline, id_p, NULL);
+}
+
+/*
+ * The CONNECT_REQUEST of the peer that authenticated on the control
+ * connection: it carries the token we sent there. Anyone else's (another
+ * host may find the port first) is rejected, and we wait on.
+ */
+static rdmx_status rdmx_verbs_cm_request(struct rdmx_verbs_conn *c,
+					 const uint8_t *token,
+					 uint64_t deadline,
+					 struct rdma_cm_id **id_p)
+{
+	uint8_t got[RDMX_VERBS_TOKEN_LEN];
+	struct rdma_cm_id *id;
+	rdmx_status st;
+
+	for (;;) {
+		st = rdmx_verbs_cm_wait_data(c, RDMA_CM_EVENT_CONNECT_REQUEST,
+					     deadline, &id, got);
+		if (st)
+			return st;
+		if (!sodium_memcmp(got, token, sizeof(got))) {
+			*id_p = id;
+			return RDMX_OK;
+		}
+		rdmx_warn("verbs: rejected a CONNECT_REQUEST without the token "
+			  "of %s's control connection (from another peer)",
+			  c->base.info.peer_addr);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+	}
 }
 
 static rdmx_status rdmx_verbs_ring_alloc(struct rdmx_verbs_ring *r,
@@ -335,14 +389,14 @@ static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
 			return RDMX_ERR_SYSTEM;
 	}
 	mine->cm_port = ntohs(rdma_get_src_port(lid));
+	randombytes_buf(mine->token, sizeof(mine->token));
 	st = RDMX_OK;
 out:
 	/* The connector sends its setup before it connects: no deadlock. */
 	if (!st)
 		st = rdmx_verbs_exchange(c, mine, theirs, deadline);
 	if (!st)
-		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_CONNECT_REQUEST,
-					deadline, &id);
+		st = rdmx_verbs_cm_request(c, mine->token, deadline, &id);
 	if (!st) {
 		st = rdmx_verbs_qp(c, id);
 		if (!st && c->own_qp) {
@@ -494,6 +548,9 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 		st = rdmx_verbs_qp(c, id);
 	if (!st && c->own_qp)
 		param.qp_num = c->qp->qp_num;
+	/* Proves this request comes from the peer of the control connection. */
+	param.private_data = theirs->token;
+	param.private_data_len = RDMX_VERBS_TOKEN_LEN;
 	if (!st && rdma_connect(id, &param)) {
 		rdmx_error("verbs: rdma_connect to %s: %m",
 			   c->base.info.peer_addr);

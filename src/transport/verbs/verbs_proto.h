@@ -5,7 +5,11 @@
  *   be32 magic "RDMV", be32 version, be32 rdma_cm port (the accepting side
  *   listens there; 0 from the connecting side), be32 the largest path MTU
  *   the sender wants in bytes (verbs.mtu; 0: the route's),
- *   be64 address and be32 rkey of the sender's credit word, be32 flags.
+ *   be64 address and be32 rkey of the sender's credit word, be32 flags,
+ *   16 bytes of token: from the accepting side, random; the connecting
+ *   side puts it first in its CONNECT_REQUEST's private data, and the
+ *   acceptor rejects any request without it (another host may reach the
+ *   rdma_cm port first). Zero from the connecting side.
  * RDMX_VERBS_F_SRQ: the sender's RECVs come from a shared receive queue.
  * It grants no credits then: SENDs towards it go straight to the NIC,
  * which retries them on RNR (the sender asked rdma_cm for infinite RNR
@@ -15,12 +19,14 @@
 #define RDMX_VERBS_PROTO_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "bytes.h"
 
 #define RDMX_VERBS_MAGIC 0x52444d56u /* "RDMV" */
-#define RDMX_VERBS_VERSION 1
-#define RDMX_VERBS_SETUP_LEN 32
+#define RDMX_VERBS_VERSION 2
+#define RDMX_VERBS_SETUP_LEN 48
+#define RDMX_VERBS_TOKEN_LEN 16
 #define RDMX_VERBS_F_SRQ 1u
 
 struct rdmx_verbs_setup {
@@ -29,9 +35,11 @@ struct rdmx_verbs_setup {
 	uint64_t credit_addr;
 	uint32_t credit_rkey;
 	uint32_t flags; /* RDMX_VERBS_F_* */
+	uint8_t token[RDMX_VERBS_TOKEN_LEN];
 };
 
-_Static_assert(RDMX_VERBS_SETUP_LEN == 4 * 4 + 8 + 2 * 4, "setup size");
+_Static_assert(RDMX_VERBS_SETUP_LEN == 4 * 4 + 8 + 2 * 4 + RDMX_VERBS_TOKEN_LEN,
+	       "setup size");
 
 static inline void rdmx_verbs_setup_pack(const struct rdmx_verbs_setup *s,
 					 uint8_t b[RDMX_VERBS_SETUP_LEN])
@@ -43,6 +51,7 @@ static inline void rdmx_verbs_setup_pack(const struct rdmx_verbs_setup *s,
 	rdmx_put_be(b + 16, s->credit_addr, 8);
 	rdmx_put_be(b + 24, s->credit_rkey, 4);
 	rdmx_put_be(b + 28, s->flags, 4);
+	memcpy(b + 32, s->token, RDMX_VERBS_TOKEN_LEN);
 }
 
 static inline int rdmx_verbs_setup_unpack(const uint8_t b[RDMX_VERBS_SETUP_LEN],
@@ -57,6 +66,7 @@ static inline int rdmx_verbs_setup_unpack(const uint8_t b[RDMX_VERBS_SETUP_LEN],
 	s->credit_addr = rdmx_get_be(b + 16, 8);
 	s->credit_rkey = (uint32_t)rdmx_get_be(b + 24, 4);
 	s->flags = (uint32_t)rdmx_get_be(b + 28, 4); /* unknown bits: ignored */
+	memcpy(s->token, b + 32, RDMX_VERBS_TOKEN_LEN);
 	return 0;
 }
 
