@@ -66,7 +66,21 @@ def hs_seeds():
     }
 
 
-for name, seeds in (("tcp_frames", tcp_seeds()), ("handshake", hs_seeds())):
+def shm_seeds():
+    # flags, tail skew, head skew, then the stream the peer writes
+    t = tcp_seeds()
+    plain = struct.pack(">BQQ", 0, 0, 0)
+    return {
+        "stream": plain + t["stream"],
+        "write_byref": plain + t["write_byref"],
+        "answers": plain + t["answers"],
+        "wild_tail": struct.pack(">BQQ", 1, 1 << 40, 0) + t["write"],
+        "wild_head": struct.pack(">BQQ", 2, 0, 1 << 40) + t["send"],
+    }
+
+
+for name, seeds in (("tcp_frames", tcp_seeds()), ("handshake", hs_seeds()),
+                    ("shm_ring", shm_seeds())):
     d = os.path.join(HERE, "corpus", name)
     os.makedirs(d, exist_ok=True)
     for k, v in seeds.items():
