@@ -96,6 +96,26 @@ struct rdmx_conn *side_connect(struct side *side, int port)
 	return conn;
 }
 
+static void *acc_main(void *arg)
+{
+	struct acc *a = arg;
+	struct rdmx_conn_attr attr = { .cq = a->s->cq };
+
+	a->st = rdmx_accept(a->lst, &attr,
+			    a->timeout ? a->timeout : T_TIMEOUT_MS, &a->conn);
+	return NULL;
+}
+
+void acc_start(struct acc *a)
+{
+	assert_int_equal(pthread_create(&a->thread, NULL, acc_main, a), 0);
+}
+
+void acc_join(struct acc *a)
+{
+	pthread_join(a->thread, NULL);
+}
+
 static void *pair_accept(void *arg)
 {
 	struct pair *p = arg;

@@ -7,6 +7,7 @@
 #ifndef RDMX_TEST_HARNESS_H
 #define RDMX_TEST_HARNESS_H
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -74,6 +75,21 @@ struct rdmx_completion wait_wc(struct rdmx_cq *cq);
 /* Wait for one completion and check its status and opcode. */
 struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 				 enum rdmx_opcode op);
+
+/*
+ * rdmx_accept on @lst in a thread of its own (attr: @s's cq only), for
+ * tests that drive the client side by hand. @timeout 0: T_TIMEOUT_MS.
+ */
+struct acc {
+	struct side *s;
+	struct rdmx_listener *lst;
+	int timeout;
+	rdmx_status st;
+	struct rdmx_conn *conn;
+	pthread_t thread;
+};
+void acc_start(struct acc *a);
+void acc_join(struct acc *a);
 
 /* Exchange a registration's descriptor over SEND/RECV (server -> client). */
 struct rdmx_remote share_remote(struct pair *p, struct buf *b);

@@ -52,23 +52,6 @@ static int cleanup(void **state)
 	return 0;
 }
 
-struct acc {
-	struct side *s;
-	struct rdmx_listener *lst;
-	int timeout;
-	rdmx_status st;
-	struct rdmx_conn *conn;
-};
-
-static void *acceptor(void *arg)
-{
-	struct acc *a = arg;
-	struct rdmx_conn_attr attr = { .cq = a->s->cq };
-
-	a->st = rdmx_accept(a->lst, &attr, a->timeout, &a->conn);
-	return NULL;
-}
-
 /* Connect a client with @ckey to a server with @skey; returns the
  * client's status and sets *server_p to the server's. */
 static rdmx_status try_keys(const char *skey, const char *ckey,
@@ -80,12 +63,11 @@ static rdmx_status try_keys(const char *skey, const char *ckey,
 	struct acc a = { .s = &s, .timeout = 1000 };
 	char addr[32];
 	rdmx_status st;
-	pthread_t t;
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", side_listen(&s, &a.lst));
-	pthread_create(&t, NULL, acceptor, &a);
+	acc_start(&a);
 	st = rdmx_connect(c.ctx, addr, &attr, 2000, &conn);
-	pthread_join(t, NULL);
+	acc_join(&a);
 	/* A refused peer leaves accept waiting for a good one: timeout. */
 	*server_p = a.st;
 	rdmx_conn_close(conn);
@@ -154,12 +136,11 @@ static void test_handshake_garbage_peer(void **state)
 	struct rdmx_conn *conn;
 	struct acc a = { .s = &s, .timeout = 5000 };
 	char addr[32];
-	pthread_t t;
 	int fd;
 
 	(void)state;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", side_listen(&s, &a.lst));
-	pthread_create(&t, NULL, acceptor, &a);
+	acc_start(&a);
 	assert_int_equal(rdmx_sock_connect(addr, NULL, 1000, &fd), RDMX_OK);
 	assert_int_equal(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
 	usleep(100 * 1000);
@@ -168,7 +149,7 @@ static void test_handshake_garbage_peer(void **state)
 	 * but does not block the others forever either. */
 	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn),
 			 RDMX_OK);
-	pthread_join(t, NULL);
+	acc_join(&a);
 	assert_int_equal(a.st, RDMX_OK);
 	rdmx_conn_close(conn);
 	rdmx_conn_close(a.conn);
@@ -336,15 +317,14 @@ static void test_listen_allowed_peers(void **state)
 		struct rdmx_conn *conn = NULL;
 		struct acc a = { .s = &s, .timeout = i ? 2000 : 300 };
 		char addr[32];
-		pthread_t t;
 		rdmx_status st;
 
 		side_open_with(&s, "RDMX_AUTH_ALLOWED_PEERS", lists[i]);
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d",
 			 side_listen(&s, &a.lst));
-		pthread_create(&t, NULL, acceptor, &a);
+		acc_start(&a);
 		st = rdmx_connect(c.ctx, addr, &attr, 2000, &conn);
-		pthread_join(t, NULL);
+		acc_join(&a);
 		if (i) {
 			assert_int_equal(st, RDMX_OK);
 			assert_int_equal(a.st, RDMX_OK);

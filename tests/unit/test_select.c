@@ -28,22 +28,6 @@ static void side_with(struct side *s, int i, const char *t)
 	assert_int_equal(rdmx_cq_create(s->ctx, &s->cq), RDMX_OK);
 }
 
-struct acc {
-	struct side *s;
-	struct rdmx_listener *lst;
-	rdmx_status st;
-	struct rdmx_conn *conn;
-};
-
-static void *acceptor(void *arg)
-{
-	struct acc *a = arg;
-	struct rdmx_conn_attr attr = { .cq = a->s->cq };
-
-	a->st = rdmx_accept(a->lst, &attr, 1000, &a->conn);
-	return NULL;
-}
-
 /* Connect a client configured @ct to a server configured @st_cfg. */
 static rdmx_status try_pair(const char *st_cfg, const char *ct,
 			    struct rdmx_conn_info *info)
@@ -54,16 +38,15 @@ static rdmx_status try_pair(const char *st_cfg, const char *ct,
 	struct acc a;
 	char addr[32];
 	rdmx_status st;
-	pthread_t t;
 
 	side_with(&s, 0, st_cfg);
 	side_with(&c, 1, ct);
-	a = (struct acc){ .s = &s };
+	a = (struct acc){ .s = &s, .timeout = 1000 };
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", side_listen(&s, &a.lst));
-	pthread_create(&t, NULL, acceptor, &a);
+	acc_start(&a);
 	attr = (struct rdmx_conn_attr){ .cq = c.cq };
 	st = rdmx_connect(c.ctx, addr, &attr, 2000, &conn);
-	pthread_join(t, NULL);
+	acc_join(&a);
 	if (!st) {
 		struct rdmx_conn_info sinfo;
 

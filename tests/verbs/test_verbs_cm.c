@@ -21,22 +21,6 @@
 #include "sock.h"
 #include "verbs_proto.h"
 
-struct acc {
-	struct side *s;
-	struct rdmx_listener *lst;
-	rdmx_status st;
-	struct rdmx_conn *conn;
-};
-
-static void *acceptor(void *arg)
-{
-	struct acc *a = arg;
-	struct rdmx_conn_attr attr = { .cq = a->s->cq };
-
-	a->st = rdmx_accept(a->lst, &attr, T_TIMEOUT_MS, &a->conn);
-	return NULL;
-}
-
 /* The next CM event on @ch; returns its type. */
 static enum rdma_cm_event_type cm_next(struct rdma_event_channel *ch)
 {
@@ -102,7 +86,6 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 	uint8_t b[RDMX_VERBS_SETUP_LEN], wrong[RDMX_VERBS_TOKEN_LEN];
 	uint64_t deadline = rdmx_deadline(T_TIMEOUT_MS);
 	char addr[64];
-	pthread_t t;
 	int fd;
 
 	(void)state;
@@ -113,7 +96,7 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 	side_open(&c);
 	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(),
 		 side_listen(&s, &a.lst));
-	pthread_create(&t, NULL, acceptor, &a);
+	acc_start(&a);
 	/* The real peer: handshake and setup on the control connection. */
 	assert_int_equal(rdmx_sock_connect(addr, NULL, T_TIMEOUT_MS, &fd),
 			 RDMX_OK);
@@ -136,7 +119,7 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 	/* The real peer's request, with the token, is the one accepted. */
 	assert_int_equal(cm_connect(&dst, theirs.token),
 			 RDMA_CM_EVENT_ESTABLISHED);
-	pthread_join(t, NULL);
+	acc_join(&a);
 	assert_int_equal(a.st, RDMX_OK);
 	close(fd);
 	rdmx_conn_close(a.conn);
