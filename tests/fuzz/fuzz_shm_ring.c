@@ -21,16 +21,13 @@
 
 #include "bytes.h"
 #include "core.h"
+#include "fuzz_rig.h"
 #include "shm.h"
 
 #define RING 4096
-#define REGION 4096
 
-static struct rdmx_ctx *ctx;
-static struct rdmx_cq *cq;
+static struct fuzz_rig rig;
 static void *shm;
-static uint8_t *region, *local;
-static struct rdmx_mr *region_mr, *local_mr;
 static pid_t peer; /* single-copy frames reach into it, harmlessly */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -45,8 +42,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	setenv("RDMX_PROGRESS_THREAD", "off", 1);
-	setenv("RDMX_LOG_LEVEL", "off", 1);
 	setenv("RDMX_SHM_SINGLE_COPY_MIN", "64", 1);
 	peer = fork();
 	if (peer == 0) {
@@ -54,13 +49,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		_exit(0);
 	}
 	atexit(kill_peer);
-	if (rdmx_ctx_create(NULL, &ctx) || rdmx_cq_create(ctx, &cq) ||
-	    rdmx_ctx_transport(ctx, RDMX_TRANSPORT_SHM, &shm))
-		abort();
-	region = aligned_alloc(64, REGION);
-	local = aligned_alloc(64, REGION);
-	if (rdmx_mr_reg(ctx, region, REGION, 0xf, &region_mr) ||
-	    rdmx_mr_reg(ctx, local, REGION, RDMX_ACCESS_LOCAL_WRITE, &local_mr))
+	fuzz_rig_init(&rig);
+	if (rdmx_ctx_transport(rig.ctx, RDMX_TRANSPORT_SHM, &shm))
 		abort();
 	return 0;
 }
@@ -100,44 +90,9 @@ static struct rdmx_shm_pipe *pipe_new(void)
 	return p;
 }
 
-/* Replace the symbolic rkey and address with the live ones. */
-static void resolve(uint8_t *b, size_t size)
-{
-	for (size_t i = 0; i + 4 <= size; i++) {
-		if (i + 8 <= size && !memcmp(b + i, "ADDRADDR", 8))
-			rdmx_put_be(b + i, (uintptr_t)region + 64, 8);
-		else if (!memcmp(b + i, "RKEY", 4))
-			rdmx_put_be(b + i, region_mr->rkey, 4);
-	}
-}
-
-/* Our own requests, so that answers have something to match. */
-static void post_requests(struct rdmx_conn *conn)
-{
-	struct rdmx_sge s = { local, 128, local_mr },
-			a = { local + 128, 8, local_mr };
-	struct rdmx_sge r = { local + 256, 256, local_mr };
-
-	rdmx_shm_ops.post_recv(conn, &r, 1, 100);
-	rdmx_shm_ops.post_send(conn, &(struct rdmx_wr){ .opcode = RDMX_OP_READ,
-							.sg_list = &s,
-							.num_sge = 1,
-							.remote_addr = 64,
-							.rkey = 1 });
-	rdmx_shm_ops.post_send(conn,
-			       &(struct rdmx_wr){ .opcode = RDMX_OP_FETCH_ADD,
-						  .sg_list = &a,
-						  .num_sge = 1 });
-	rdmx_shm_ops.post_send(conn, &(struct rdmx_wr){ .opcode = RDMX_OP_WRITE,
-							.sg_list = &s,
-							.num_sge = 1,
-							.remote_addr = 64,
-							.rkey = 1 });
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct rdmx_conn_attr attr = { .cq = cq };
+	struct rdmx_conn_attr attr = { .cq = rig.cq };
 	struct rdmx_completion wc[16];
 	struct rdmx_shm_pipe *p;
 	struct rdmx_conn *conn;
@@ -159,12 +114,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						.arg0 = 64 },
 			 stream);
 	memcpy(stream + sizeof(limit), data + 17, size - 17);
-	resolve(stream + sizeof(limit), size - 17);
+	fuzz_rig_resolve(&rig, stream + sizeof(limit), size - 17);
 
 	p = pipe_new();
 	if (rdmx_sw_conn_create(shm, p->door, -1, p, &attr, &conn))
 		abort();
-	post_requests(conn);
+	fuzz_rig_post(&rig, &rdmx_shm_ops, conn);
 	if (flags & 2)
 		atomic_fetch_add(&p->tx->head, head_skew);
 	/* Until the stream is in and the connection has gone quiet. */
@@ -191,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		atomic_store(&p->tx->head, atomic_load(&p->tx->tail));
 	}
 	rdmx_shm_ops.conn_close(conn);
-	while (rdmx_poll(cq, wc, 16) > 0)
+	while (rdmx_poll(rig.cq, wc, 16) > 0)
 		;
 	free(stream);
 	return 0;
