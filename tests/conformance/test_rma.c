@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: RDMA WRITE, WRITE-with-immediate and READ, bytes checked. */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -271,6 +272,41 @@ static void test_unsignaled_requests(void **state)
 }
 
 /*
+ * conn.max_send_wr requests may be outstanding, and not one more: the
+ * next post is RDMX_ERR_AGAIN on every transport (verbs took one more).
+ * Nothing completes meanwhile: progress runs only in rdmx_poll here.
+ */
+static void test_post_stops_at_max_send_wr(void **state)
+{
+	enum { DEPTH = 16 };
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+
+	(void)state;
+	setenv("RDMX_PROGRESS_THREAD", "off", 1);
+	pair_open_with(&p, "RDMX_CONN_MAX_SEND_WR", "16");
+	unsetenv("RDMX_PROGRESS_THREAD");
+	buf_alloc(&p.c, &src, 64, 0);
+	buf_alloc(&p.s, &dst, 64,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	rdmx_mr_remote(dst.mr, &rem); /* one process: no need to send it */
+	s = sge_of(&src, 0, 8);
+	for (int i = 0; i < DEPTH; i++)
+		assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr,
+						 rem.rkey, (uint64_t)i),
+				 RDMX_OK);
+	assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr, rem.rkey, 99),
+			 RDMX_ERR_AGAIN);
+	rdmx_conn_close(p.cconn); /* flushes them */
+	p.cconn = NULL;
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+/*
  * Once rdmx_conn_close has returned, the peer touches the initiator's
  * buffers no more, even with READs outstanding (shm's single copy used to
  * go on writing them from the target after the close).
@@ -323,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_ops_posted_as_a_list),
 		cmocka_unit_test(test_unsignaled_requests),
 		cmocka_unit_test(test_read_close_ends_placement),
+		cmocka_unit_test(test_post_stops_at_max_send_wr),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

@@ -254,8 +254,9 @@ static rdmx_status rdmx_verbs_post_one(struct rdmx_verbs_conn *c,
 {
 	if (c->dead)
 		return RDMX_ERR_CONN_LOST;
-	if (c->sq.count + c->npending + 2 > c->sq.size)
-		return RDMX_ERR_AGAIN; /* two slots stay for credit updates */
+	/* This one too must fit; two slots stay for credit updates. */
+	if (c->sq.count + c->npending + 1 + 2 > c->sq.size)
+		return RDMX_ERR_AGAIN;
 	if (c->npending ||
 	    (rdmx_verbs_needs_credit(wr->opcode) && !rdmx_verbs_have_credit(c)))
 		return rdmx_verbs_defer(c, wr);
