@@ -38,7 +38,7 @@ static void rdmx_hs_init(struct rdmx_hs *hs, struct rdmx_ctx *ctx, int fd,
 	hs->ctx = ctx;
 	hs->fd = fd;
 	hs->peer = peer;
-	hs->deadline = rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000;
+	hs->deadline = rdmx_deadline((int)ctx->cfg.handshake_timeout_ms);
 	hs->allow = allow;
 	crypto_hash_sha256_init(&hs->transcript);
 }

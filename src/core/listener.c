@@ -48,7 +48,6 @@ struct rdmx_listener {
 	unsigned nslots; /* listen.max_pending */
 	unsigned working;
 	uint64_t seq;
-	bool closing;
 	uint64_t warned_us; /* refusals are logged at most once a second */
 };
 
@@ -137,7 +136,6 @@ void rdmx_listener_close(struct rdmx_listener *lst)
 	if (!lst)
 		return;
 	pthread_mutex_lock(&lst->lock);
-	lst->closing = true;
 	/* Handshakes in progress fail at once; wait for their threads. */
 	for (unsigned i = 0; i < lst->nslots; i++)
 		if (lst->slots[i].state == RDMX_SLOT_WORKING)

@@ -29,8 +29,40 @@ struct rig {
 	int peer; /* the crafted peer's end */
 };
 
-static void rig_start(struct rig *r, const char *var, const char *value);
-static void rig_connect(struct rig *r);
+static void rig_start(struct rig *r, const char *var, const char *value)
+{
+	memset(r, 0, sizeof(*r));
+	signal(SIGPIPE, SIG_IGN);
+	setenv("RDMX_PROGRESS_THREAD", "off", 1);
+	if (var)
+		setenv(var, value, 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &r->ctx), RDMX_OK);
+	if (var)
+		unsetenv(var);
+	assert_int_equal(rdmx_cq_create(r->ctx, &r->cq), RDMX_OK);
+}
+
+static void rig_connect(struct rig *r)
+{
+	struct rdmx_conn_attr attr = { 0 };
+	int fds[2], small = 64 << 10;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+	/* Small buffers: a large frame stays in the sender's queue. */
+	setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	attr.cq = r->cq;
+	if (r->srq) {
+		attr.mask = RDMX_CONN_ATTR_SRQ;
+		attr.srq = r->srq;
+	}
+	assert_int_equal(rdmx_sw_conn_create(r->tcp, fds[0], -1, NULL, &attr,
+					     &r->conn),
+			 RDMX_OK);
+	r->peer = fds[1];
+}
 
 static void rig_open(struct rig *r, const char *var, const char *value)
 {
@@ -69,41 +101,6 @@ static void byref_open(struct rig *r, uint64_t byref_min)
 	rig_connect(r);
 }
 
-static void rig_start(struct rig *r, const char *var, const char *value)
-{
-	memset(r, 0, sizeof(*r));
-	signal(SIGPIPE, SIG_IGN);
-	setenv("RDMX_PROGRESS_THREAD", "off", 1);
-	if (var)
-		setenv(var, value, 1);
-	assert_int_equal(rdmx_ctx_create(NULL, &r->ctx), RDMX_OK);
-	if (var)
-		unsetenv(var);
-	assert_int_equal(rdmx_cq_create(r->ctx, &r->cq), RDMX_OK);
-}
-
-static void rig_connect(struct rig *r)
-{
-	struct rdmx_conn_attr attr = { 0 };
-	int fds[2], small = 64 << 10;
-
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-	/* Small buffers: a large frame stays in the sender's queue. */
-	setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-	setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
-	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
-	attr.cq = r->cq;
-	if (r->srq) {
-		attr.mask = RDMX_CONN_ATTR_SRQ;
-		attr.srq = r->srq;
-	}
-	assert_int_equal(rdmx_sw_conn_create(r->tcp, fds[0], -1, NULL, &attr,
-					     &r->conn),
-			 RDMX_OK);
-	r->peer = fds[1];
-}
-
 static void rig_close(struct rig *r)
 {
 	struct rdmx_completion wc;
@@ -111,6 +108,11 @@ static void rig_close(struct rig *r)
 	rdmx_sw_conn_close(r->conn);
 	while (rdmx_poll(r->cq, &wc, 1) > 0)
 		;
+	if (r->srq) { /* its RECVs flush into the cq */
+		assert_int_equal(rdmx_srq_destroy(r->srq), RDMX_OK);
+		while (rdmx_poll(r->cq, &wc, 1) > 0)
+			;
+	}
 	close(r->peer);
 	if (r->own)
 		rdmx_sw_close(r->own);
@@ -473,7 +475,6 @@ static void test_srq_ask_is_capped(void **state)
 	struct rdmx_sw_hdr ask = { .type = RDMX_SW_CREDIT,
 				   .op = RDMX_SW_CREDIT_ASK,
 				   .arg0 = UINT32_MAX };
-	struct rdmx_completion wc;
 	uint8_t buf[64];
 	struct rdmx_mr *mr;
 	struct rdmx_sge s;
@@ -499,16 +500,8 @@ static void test_srq_ask_is_capped(void **state)
 	drive(&r);
 	assert_true(to_sw_conn(r.conn)->srq_want <= 8);
 	assert_true(to_sw_conn(r.conn)->srq_held <= 8);
-	rdmx_sw_conn_close(r.conn);
-	while (rdmx_poll(r.cq, &wc, 1) > 0)
-		;
-	assert_int_equal(rdmx_srq_destroy(r.srq), RDMX_OK);
-	while (rdmx_poll(r.cq, &wc, 1) > 0)
-		;
 	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
-	close(r.peer);
-	assert_int_equal(rdmx_cq_destroy(r.cq), RDMX_OK);
-	assert_int_equal(rdmx_ctx_destroy(r.ctx), RDMX_OK);
+	rig_close(&r);
 }
 
 int main(void)

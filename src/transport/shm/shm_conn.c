@@ -142,51 +142,35 @@ rdmx_status rdmx_shm_door_check(int fd)
 	return RDMX_OK;
 }
 
-/* Bind an abstract unix socket of a random name; returns it listening. */
-static int rdmx_shm_unix_listen(char name[RDMX_SHM_NAME_LEN])
+/*
+ * The setup socket "rdmx-shm-NAME" in the abstract namespace (no file;
+ * reachable from this network namespace only): bound and listening, or
+ * connected to. Returns it, or -1 (logged).
+ */
+static int rdmx_shm_unix(const char name[RDMX_SHM_NAME_LEN], bool listening)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	uint8_t rnd[RDMX_SHM_NAME_LEN / 2];
-	char hex[RDMX_SHM_NAME_LEN + 1];
-	int fd;
+	/* sun_path[0] stays 0: the abstract namespace. */
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+			 "rdmx-shm-%.*s", RDMX_SHM_NAME_LEN, name);
+	socklen_t len =
+		(socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-	randombytes_buf(rnd, sizeof(rnd));
-	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
-	memcpy(name, hex, RDMX_SHM_NAME_LEN);
-	/* sun_path[0] stays 0: the abstract namespace, no file. */
-	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "rdmx-shm-%.32s",
-		 hex);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 ||
-	    bind(fd, (struct sockaddr *)&sa,
-		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + 9 +
-			     RDMX_SHM_NAME_LEN)) ||
-	    listen(fd, 8)) {
-		rdmx_error("shm: unix socket for setup: %m");
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static int rdmx_shm_unix_connect(const char name[RDMX_SHM_NAME_LEN])
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
-
-	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "rdmx-shm-%.32s",
-		 name);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd >= 0 &&
-	    connect(fd, (struct sockaddr *)&sa,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + 9 +
-				RDMX_SHM_NAME_LEN))) {
+	    (listening ? bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 8)
+		       : connect(fd, (struct sockaddr *)&sa, len))) {
+		int err = errno;
+
+		close(fd);
+		fd = -1;
+		errno = err;
+	}
+	if (fd < 0 && listening)
+		rdmx_error("shm: unix socket for setup: %m");
+	else if (fd < 0)
 		rdmx_error("shm: cannot reach the peer's unix socket (%m): it "
 			   "is not in this network namespace");
-		close(fd);
-		return -1;
-	}
 	return fd;
 }
 
@@ -199,10 +183,15 @@ static rdmx_status rdmx_shm_meet_accept(int ctl, uint64_t deadline, int *ufd_p)
 {
 	struct rdmx_shm_offer o;
 	uint8_t b[RDMX_SHM_OFFER_LEN], token[RDMX_SHM_TOKEN_LEN];
+	uint8_t rnd[RDMX_SHM_NAME_LEN / 2];
+	char hex[RDMX_SHM_NAME_LEN + 1];
 	rdmx_status st;
 	int lfd, fd;
 
-	lfd = rdmx_shm_unix_listen(o.name);
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
+	memcpy(o.name, hex, RDMX_SHM_NAME_LEN);
+	lfd = rdmx_shm_unix(o.name, true);
 	if (lfd < 0)
 		return RDMX_ERR_SYSTEM;
 	randombytes_buf(o.token, sizeof(o.token));
@@ -251,7 +240,7 @@ static rdmx_status rdmx_shm_meet_connect(int ctl, uint64_t deadline, int *ufd_p)
 		rdmx_error("shm: malformed setup offer from the peer");
 		return RDMX_ERR_PROTOCOL;
 	}
-	fd = rdmx_shm_unix_connect(o.name);
+	fd = rdmx_shm_unix(o.name, false);
 	if (fd < 0)
 		return RDMX_ERR_NO_TRANSPORT;
 	st = rdmx_sock_write_full(fd, o.token, sizeof(o.token), deadline);
