@@ -526,6 +526,25 @@ size_t rdmx_stats_prometheus(const struct rdmx_stats *stats, char *buf,
 /* Upper bound of latency bucket @i in microseconds; the last is +Inf. */
 double rdmx_stats_bucket_us(int i);
 
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+
+enum rdmx_log_level {
+	RDMX_LOG_ERROR = 0,
+	RDMX_LOG_WARN,
+	RDMX_LOG_INFO,
+	RDMX_LOG_DEBUG,
+};
+
+/*
+ * rdmx_log - one line through rdmx's logger, "rdmx: <level>: <message>" on
+ * stderr, when @level is within the config key log.level (of the last
+ * context created). For the systems built on rdmx, so that their lines
+ * look and filter like the library's. printf format; %m works.
+ */
+void rdmx_log(enum rdmx_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* Short lower-case names: "send", "remote_access", "tcp". */
 const char *rdmx_opcode_name(enum rdmx_opcode op);
 const char *rdmx_status_name(rdmx_status status);

@@ -185,7 +185,8 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 	st = rdmx_config_load(file, &ctx->cfg, NULL);
 	if (st)
 		goto err_free;
-	rdmx_log_level = ctx->cfg.log_level;
+	atomic_store_explicit(&rdmx_log_level, ctx->cfg.log_level,
+			      memory_order_relaxed);
 	st = rdmx_ctx_load_key(ctx);
 	if (!st)
 		st = rdmx_cidr_parse(ctx->cfg.auth_allowed_peers, ctx->allowed,

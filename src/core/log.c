@@ -5,7 +5,7 @@
 
 #include "log.h"
 
-int rdmx_log_level = RDMX_LOG_WARN;
+_Atomic int rdmx_log_level = RDMX_LOG_WARN;
 
 static const char *const rdmx_log_names[] = {
 	[RDMX_LOG_ERROR] = "error",
@@ -20,6 +20,9 @@ void rdmx_log(enum rdmx_log_level level, const char *fmt, ...)
 	int saved = errno; /* keep %m intact for the caller's format */
 	va_list ap;
 
+	if ((int)level >
+	    atomic_load_explicit(&rdmx_log_level, memory_order_relaxed))
+		return;
 	va_start(ap, fmt);
 	errno = saved;
 	vsnprintf(line, sizeof(line), fmt, ap);

@@ -7,22 +7,20 @@
 #ifndef RDMX_LOG_H
 #define RDMX_LOG_H
 
-enum rdmx_log_level {
-	RDMX_LOG_ERROR = 0,
-	RDMX_LOG_WARN,
-	RDMX_LOG_INFO,
-	RDMX_LOG_DEBUG,
-};
+#include <stdatomic.h>
 
-/* Set by rdmx_ctx_create from log.level; the last context created wins. */
-extern int rdmx_log_level;
+#include "rdmx.h" /* enum rdmx_log_level, rdmx_log() */
 
-void rdmx_log(enum rdmx_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/*
+ * Set by rdmx_ctx_create from log.level; the last context created wins.
+ * Atomic: a context may be created while other contexts' threads log.
+ */
+extern _Atomic int rdmx_log_level;
 
 #define rdmx_log_at(lvl, ...)                                                  \
 	do {                                                                   \
-		if ((lvl) <= rdmx_log_level)                                   \
+		if ((int)(lvl) <= atomic_load_explicit(&rdmx_log_level,        \
+						       memory_order_relaxed))  \
 			rdmx_log(lvl, __VA_ARGS__);                            \
 	} while (0)
 #define rdmx_error(...) rdmx_log_at(RDMX_LOG_ERROR, __VA_ARGS__)
