@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: lib/page over the transport the suite runs on: the explicit
+ * calls between two nodes, the userfaultfd mapping (threads, cache bound,
+ * read-ahead, write-back, coherence), a server killed under load, and the
+ * errors a user meets.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "rdmx_page.h"
+
+#define PG 4096u
+
+/* ---- the server's pattern ----------------------------------------------- */
+
+static uint64_t pat(uint64_t off, uint64_t seed)
+{
+	return (off / 8 + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+}
+
+static void pat_fill(void *p, uint64_t len, uint64_t off, uint64_t seed)
+{
+	uint64_t *w = p;
+
+	for (uint64_t i = 0; i < len / 8; i++)
+		w[i] = pat(off + i * 8, seed);
+}
+
+/* Offset of the first word that differs, or UINT64_MAX. */
+static uint64_t pat_diff(const void *p, uint64_t len, uint64_t off,
+			 uint64_t seed)
+{
+	const volatile uint64_t *w = p;
+
+	for (uint64_t i = 0; i < len / 8; i++)
+		if (w[i] != pat(off + i * 8, seed))
+			return off + i * 8;
+	return UINT64_MAX;
+}
+
+/* ---- a memory server in this process ------------------------------------ */
+
+struct srv {
+	struct side s;
+	struct rdmx_page_server *ps;
+	uint8_t *mem;
+	uint64_t len;
+	char url[128];
+};
+
+static void srv_open(struct srv *v, uint64_t len)
+{
+	char addr[80];
+
+	side_open(&v->s);
+	v->len = len;
+	v->mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(v->mem != MAP_FAILED);
+	pat_fill(v->mem, len, 0, 0);
+	snprintf(addr, sizeof(addr), "%s:0", suite_addr());
+	assert_int_equal(rdmx_page_server_create(v->s.ctx, addr, &v->ps),
+			 RDMX_OK);
+	assert_int_equal(rdmx_page_server_export(v->ps, "mem", v->mem, len),
+			 RDMX_OK);
+	snprintf(v->url, sizeof(v->url), "%s:%d/mem", suite_addr(),
+		 rdmx_page_server_port(v->ps));
+}
+
+static void srv_close(struct srv *v)
+{
+	rdmx_page_server_destroy(v->ps);
+	side_close(&v->s);
+	munmap(v->mem, v->len);
+}
+
+static struct rdmx_page_map *map_open(struct side *c, const char *url,
+				      uint64_t cache)
+{
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_CACHE_BYTES,
+				    .cache_bytes = cache };
+	struct rdmx_page_map *map = NULL;
+
+	assert_int_equal(rdmx_page_map(c->ctx, url, cache ? &a : NULL, &map),
+			 RDMX_OK);
+	return map;
+}
+
+static uint8_t *mapping(struct rdmx_page_map *map)
+{
+	void *addr = NULL;
+	rdmx_status st = rdmx_page_mmap(map, &addr);
+
+	if (st == RDMX_ERR_UNSUPPORTED)
+		suite_skip("no userfaultfd for this user here");
+	assert_int_equal(st, RDMX_OK);
+	return addr;
+}
+
+/* ---- the two-node case -------------------------------------------------- */
+
+/* Node 1: write a pattern (seed 7) into the page at offset 0x1000. */
+static int node1_store(int port, int flag)
+{
+	struct rdmx_page_map *map;
+	struct rdmx_ctx *ctx;
+	char url[128];
+	uint8_t page[PG];
+
+	(void)flag;
+	snprintf(url, sizeof(url), "%s:%d/mem", suite_addr(), port);
+	if (rdmx_ctx_create(NULL, &ctx) || rdmx_page_map(ctx, url, NULL, &map))
+		return 2;
+	pat_fill(page, PG, 0x1000, 7);
+	if (rdmx_page_store(map, 0x1000 / PG, page))
+		return 3;
+	rdmx_page_unmap(map);
+	rdmx_ctx_destroy(ctx);
+	return 0;
+}
+
+static void test_page_two_nodes_explicit_and_mapped(void **state)
+{
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	uint8_t page[PG], *mem;
+
+	(void)state;
+	srv_open(&v, 1 << 20);
+	reap_ok(spawn("node1_store", rdmx_page_server_port(v.ps), 0));
+	side_open(&c);
+	map = map_open(&c, v.url, 0);
+	assert_int_equal(rdmx_page_length(map), 1 << 20);
+	assert_int_equal(rdmx_page_fetch(map, 1, page), RDMX_OK);
+	assert_true(pat_diff(page, PG, 0x1000, 7) == UINT64_MAX);
+	assert_int_equal(rdmx_page_fetch(map, 2, page), RDMX_OK);
+	assert_true(pat_diff(page, PG, 0x2000, 0) == UINT64_MAX);
+	mem = mapping(map);
+	assert_true(pat_diff(mem + 0x1000, PG, 0x1000, 7) == UINT64_MAX);
+	assert_true(pat_diff(mem, PG, 0, 0) == UINT64_MAX);
+	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	side_close(&c);
+	srv_close(&v);
+}
+
+static void test_page_fetchv_storev_batched(void **state)
+{
+	enum { N = 200 };
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	uint64_t idx[N];
+	void *bufs[N];
+	uint8_t *area = malloc((size_t)N * PG);
+
+	(void)state;
+	srv_open(&v, 4 << 20);
+	side_open(&c);
+	map = map_open(&c, v.url, 0);
+	for (int i = 0; i < N; i++) {
+		idx[i] = (uint64_t)(i * 5) % (v.len / PG);
+		bufs[i] = area + (size_t)i * PG;
+		pat_fill(bufs[i], PG, idx[i] * PG, 9);
+	}
+	assert_int_equal(rdmx_page_storev(map, idx, (const void *const *)bufs,
+					  N),
+			 RDMX_OK);
+	memset(area, 0, (size_t)N * PG);
+	assert_int_equal(rdmx_page_fetchv(map, idx, bufs, N), RDMX_OK);
+	for (int i = 0; i < N; i++)
+		assert_true(pat_diff(bufs[i], PG, idx[i] * PG, 9) ==
+			    UINT64_MAX);
+	/* And the server's memory holds them. */
+	assert_true(pat_diff(v.mem + idx[7] * PG, PG, idx[7] * PG, 9) ==
+		    UINT64_MAX);
+	rdmx_page_unmap(map);
+	free(area);
+	side_close(&c);
+	srv_close(&v);
+}
+
+static void test_page_map_errors(void **state)
+{
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map = NULL;
+	struct rdmx_page_attr a = { 0 };
+	char url[160];
+	uint8_t page[PG];
+
+	(void)state;
+	srv_open(&v, 1 << 20);
+	side_open(&c);
+	snprintf(url, sizeof(url), "%s:%d/nosuch", suite_addr(),
+		 rdmx_page_server_port(v.ps));
+	assert_int_equal(rdmx_page_map(c.ctx, url, NULL, &map),
+			 RDMX_ERR_NOT_FOUND);
+	assert_int_equal(rdmx_page_map(c.ctx, "127.0.0.1:1", NULL, &map),
+			 RDMX_ERR_INVALID); /* no /NAME */
+	a.mask = RDMX_PAGE_ATTR_SIZE;
+	a.size = (2 << 20);
+	assert_int_equal(rdmx_page_map(c.ctx, v.url, &a, &map),
+			 RDMX_ERR_INVALID);
+	a.mask = RDMX_PAGE_ATTR_CACHE_BYTES;
+	a.cache_bytes = PG - 1;
+	assert_int_equal(rdmx_page_map(c.ctx, v.url, &a, &map),
+			 RDMX_ERR_INVALID);
+	assert_null(map);
+	/* A smaller map is fine, and its end is enforced. */
+	a.mask = RDMX_PAGE_ATTR_SIZE;
+	a.size = 64 * PG;
+	assert_int_equal(rdmx_page_map(c.ctx, v.url, &a, &map), RDMX_OK);
+	assert_int_equal(rdmx_page_fetch(map, 64, page), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_page_fetch(map, 63, page), RDMX_OK);
+	assert_int_equal(rdmx_page_sync(map, page, 1), RDMX_ERR_INVALID);
+	rdmx_page_unmap(map);
+	/* The server went on serving the others. */
+	map = map_open(&c, v.url, 0);
+	rdmx_page_unmap(map);
+	side_close(&c);
+	srv_close(&v);
+}
+
+/* ---- the mapping: threads, a small cache, writes ------------------------ */
+
+struct toucher {
+	uint8_t *mem;
+	uint64_t len;
+	int id;
+	uint64_t bad;
+	pthread_t t;
+};
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/*
+ * Touch random pages and check every byte against the server's pattern.
+ * Pages p with p % 3 == 0 belong to thread p % 8, the only one that writes
+ * them (seed id + 1) and checks them (either pattern).
+ */
+static void *toucher_run(void *arg)
+{
+	struct toucher *t = arg;
+	uint64_t s = 0x1234567ull + (uint64_t)t->id * 77, pages = t->len / PG;
+
+	for (int i = 0; i < 3000 && t->bad == UINT64_MAX; i++) {
+		uint64_t p = rnd(&s) % pages, off = p * PG;
+		uint64_t own = (uint64_t)t->id + 1;
+
+		if (p % 3) {
+			t->bad = pat_diff(t->mem + off, PG, off, 0);
+		} else if (p % 8 != (uint64_t)t->id) {
+			continue; /* its owner's: reading it would race */
+		} else if (i % 2) {
+			pat_fill(t->mem + off, PG, off, own);
+		} else if (pat_diff(t->mem + off, PG, off, 0) != UINT64_MAX) {
+			t->bad = pat_diff(t->mem + off, PG, off, own);
+		}
+	}
+	return NULL;
+}
+
+static void test_page_mmap_threads_through_small_cache(void **state)
+{
+	const uint64_t len = 64 << 20;
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map, *other;
+	struct toucher t[8];
+	struct rdmx_page_stats ps;
+	uint8_t *mem, page[PG];
+	int written = 0;
+
+	(void)state;
+	srv_open(&v, len);
+	side_open(&c);
+	map = map_open(&c, v.url, 16 << 20);
+	mem = mapping(map);
+	for (int i = 0; i < 8; i++) {
+		t[i] = (struct toucher){ mem, len, i, UINT64_MAX, 0 };
+		pthread_create(&t[i].t, NULL, toucher_run, &t[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i].t, NULL);
+		if (t[i].bad != UINT64_MAX)
+			fail_msg("thread %d read a wrong byte at 0x%llx", i,
+				 (unsigned long long)t[i].bad);
+	}
+	assert_int_equal(rdmx_page_sync(map, mem, len), RDMX_OK);
+	rdmx_page_stats(map, &ps);
+	print_message("faults %llu, evicted %llu, written back %llu, "
+		      "resident %llu\n",
+		      (unsigned long long)ps.faults,
+		      (unsigned long long)ps.evicted,
+		      (unsigned long long)ps.written_back,
+		      (unsigned long long)ps.resident);
+	assert_true(ps.resident <= (16 << 20) / PG);
+	assert_true(ps.evicted > 0);
+	assert_true(ps.written_back > 0);
+	/* A second client sees each page as its owner left it. */
+	other = map_open(&c, v.url, 0);
+	for (uint64_t p = 0; p < len / PG; p++) {
+		uint64_t owner = p % 8 + 1;
+
+		assert_int_equal(rdmx_page_fetch(other, p, page), RDMX_OK);
+		if (pat_diff(page, PG, p * PG, 0) == UINT64_MAX)
+			continue;
+		written++;
+		if (p % 3 || pat_diff(page, PG, p * PG, owner) != UINT64_MAX)
+			fail_msg("page %llu holds neither the pattern nor its "
+				 "owner's write",
+				 (unsigned long long)p);
+	}
+	assert_true(written > 0);
+	rdmx_page_unmap(other);
+	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	side_close(&c);
+	srv_close(&v);
+}
+
+/* Resident set of this process, and of the mapping at @base, in bytes. */
+static uint64_t rss_of(const void *base)
+{
+	char line[256];
+	uint64_t kb = 0;
+	bool in = base == NULL;
+	FILE *f = fopen(base ? "/proc/self/smaps" : "/proc/self/status", "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (!base) {
+			if (sscanf(line, "VmRSS: %lu", &lo) == 1)
+				kb = lo;
+			continue;
+		}
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a vma */
+			in = lo == (uintptr_t)base;
+		else if (in && sscanf(line, "Rss: %lu", &lo) == 1)
+			kb = lo;
+	}
+	fclose(f);
+	return kb * 1024;
+}
+
+static void test_page_mmap_rss_stays_within_cache(void **state)
+{
+	const uint64_t len = 64 << 20, cache = 8 << 20;
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	uint64_t before, after, in_map;
+	volatile uint64_t sum = 0;
+	uint8_t *mem;
+
+	(void)state;
+	srv_open(&v, len);
+	side_open(&c);
+	map = map_open(&c, v.url, cache);
+	mem = mapping(map);
+	before = rss_of(NULL);
+	for (uint64_t off = 0; off < 4 * cache; off += PG)
+		sum += *(volatile uint64_t *)(mem + off);
+	for (uint64_t off = 0; off < 4 * cache; off += PG)
+		mem[off] = 1; /* dirty: evicted by write-back */
+	after = rss_of(NULL);
+	in_map = rss_of(mem);
+	print_message("touched %llu MiB through a %llu MiB cache: mapping "
+		      "holds %llu KiB, process grew %llu KiB\n",
+		      (unsigned long long)(8 * cache >> 20),
+		      (unsigned long long)(cache >> 20),
+		      (unsigned long long)(in_map >> 10),
+		      (unsigned long long)((after - before) >> 10));
+	assert_true(in_map <= cache);
+	/*
+	 * The stated overhead: staging (32 chunks of 17 pages), per-page
+	 * state, the other connection's buffers: under 4 MiB. A sanitizer's
+	 * shadow of the touched memory comes on top, so not there.
+	 */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	assert_true(after <= before + cache + (4 << 20));
+#endif
+	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	side_close(&c);
+	srv_close(&v);
+}
+
+static void test_page_mmap_readahead_sequential_only(void **state)
+{
+	const uint64_t len = 8 << 20;
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	struct rdmx_page_stats ps;
+	uint64_t s = 99;
+	uint8_t *mem;
+
+	(void)state;
+	srv_open(&v, len);
+	side_open(&c);
+	map = map_open(&c, v.url, 0);
+	mem = mapping(map);
+	for (uint64_t off = 0; off < len / 2; off += PG)
+		assert_true(pat_diff(mem + off, 8, off, 0) == UINT64_MAX);
+	rdmx_page_stats(map, &ps);
+	print_message("sequential: %llu faults, %llu fetches for %llu pages\n",
+		      (unsigned long long)ps.faults,
+		      (unsigned long long)ps.fetches,
+		      (unsigned long long)(len / 2 / PG));
+	assert_true(ps.readahead > 0);
+	assert_true(ps.fetches * 4 < len / 2 / PG);
+	/* Random touches in the other half fetch only what they touch. */
+	for (int i = 0; i < 200; i++) {
+		uint64_t off = len / 2 + rnd(&s) % (len / 2 / PG) * PG;
+
+		assert_true(pat_diff(mem + off, 8, off, 0) == UINT64_MAX);
+	}
+	struct rdmx_page_stats ps2;
+
+	rdmx_page_stats(map, &ps2);
+	assert_true(ps2.readahead - ps.readahead <= 8);
+	rdmx_page_unmap(map);
+	side_close(&c);
+	srv_close(&v);
+}
+
+static void test_page_mmap_drop_sees_others_writes(void **state)
+{
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *a, *b;
+	uint8_t *ma, *mb, page[PG];
+
+	(void)state;
+	srv_open(&v, 1 << 20);
+	side_open(&c);
+	a = map_open(&c, v.url, 0);
+	b = map_open(&c, v.url, 0);
+	ma = mapping(a);
+	mb = mapping(b);
+	assert_true(pat_diff(mb + 5 * PG, PG, 5 * PG, 0) == UINT64_MAX);
+	pat_fill(ma + 5 * PG, PG, 5 * PG, 3); /* a writes page 5 */
+	/* Not yet synced: the server still has the old page. */
+	assert_int_equal(rdmx_page_fetch(b, 5, page), RDMX_OK);
+	assert_true(pat_diff(page, PG, 5 * PG, 0) == UINT64_MAX);
+	assert_int_equal(rdmx_page_sync(a, ma + 5 * PG + 100, 10), RDMX_OK);
+	/* b still holds its copy; after a drop it fetches a's write. */
+	assert_true(pat_diff(mb + 5 * PG, PG, 5 * PG, 0) == UINT64_MAX);
+	assert_int_equal(rdmx_page_drop(b, mb, 1 << 20), RDMX_OK);
+	assert_true(pat_diff(mb + 5 * PG, PG, 5 * PG, 3) == UINT64_MAX);
+	/* A dropped dirty page is written back, never lost. */
+	mb[9 * PG] ^= 0xff;
+	assert_int_equal(rdmx_page_drop(b, mb + 9 * PG, PG), RDMX_OK);
+	assert_int_equal(v.mem[9 * PG], (uint8_t)(pat(9 * PG, 0) ^ 0xff));
+	rdmx_page_unmap(a);
+	rdmx_page_unmap(b);
+	side_close(&c);
+	srv_close(&v);
+}
+
+static void test_page_map_local_evicts_and_writes_back(void **state)
+{
+	const uint64_t len = 2 << 20;
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_CACHE_BYTES,
+				    .cache_bytes = 64 * PG };
+	struct rdmx_page_map *map;
+	struct rdmx_page_stats ps;
+	uint8_t *src = aligned_alloc(PG, len), *mem;
+
+	(void)state;
+	pat_fill(src, len, 0, 0);
+	assert_int_equal(rdmx_page_map_local(src, len, &a, &map), RDMX_OK);
+	mem = mapping(map);
+	for (uint64_t off = 0; off < len; off += PG)
+		mem[off + 8] = 0x5a;
+	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	for (uint64_t off = 0; off < len; off += PG) {
+		assert_int_equal(src[off + 8], 0x5a);
+		assert_true(pat_diff(src + off + 16, PG - 16, off + 16, 0) ==
+			    UINT64_MAX);
+	}
+	assert_int_equal(rdmx_page_map_local(src, len, &a, &map), RDMX_OK);
+	mem = mapping(map);
+	assert_int_equal(mem[len - PG + 8], 0x5a);
+	rdmx_page_stats(map, &ps);
+	assert_int_equal(ps.faults, 1);
+	rdmx_page_unmap(map);
+	free(src);
+}
+
+/* ---- a server killed under load ----------------------------------------- */
+
+static int page_server_child(int port, int flag)
+{
+	struct rdmx_ctx *ctx;
+	struct rdmx_page_server *ps;
+	char addr[80];
+	uint64_t len = 64 << 20;
+	uint8_t *mem = aligned_alloc(PG, len);
+
+	(void)flag;
+	pat_fill(mem, len, 0, 0);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	if (rdmx_ctx_create(NULL, &ctx) ||
+	    rdmx_page_server_create(ctx, addr, &ps) ||
+	    rdmx_page_server_export(ps, "mem", mem, len))
+		return 2;
+	pause(); /* until killed */
+	return 0;
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	inet_pton(AF_INET, suite_addr(), &a.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	getsockname(fd, (struct sockaddr *)&a, &l);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static __thread sigjmp_buf bus_jmp;
+static _Atomic double bus_at;
+static atomic_int buses;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	if (!atomic_fetch_add(&buses, 1))
+		bus_at = now_s();
+	siglongjmp(bus_jmp, 1);
+}
+
+struct loader {
+	uint8_t *mem;
+	uint64_t len;
+	atomic_bool stop;
+	atomic_ulong touched;
+	int got_bus;
+};
+
+static void *loader_run(void *arg)
+{
+	struct loader *l = arg;
+	uint64_t s = 5;
+	volatile uint64_t sum = 0;
+
+	if (sigsetjmp(bus_jmp, 1)) {
+		l->got_bus = 1;
+		return NULL;
+	}
+	while (!atomic_load(&l->stop)) {
+		sum += *(volatile uint64_t *)(l->mem +
+					      rnd(&s) % (l->len / PG) * PG);
+		atomic_fetch_add(&l->touched, 1);
+	}
+	return NULL;
+}
+
+static void test_page_mmap_server_killed_sigbus(void **state)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_CACHE_BYTES |
+					    RDMX_PAGE_ATTR_TIMEOUT_MS,
+				    .cache_bytes = 4 << 20,
+				    .timeout_ms = 2000 };
+	struct side c;
+	struct rdmx_page_map *map = NULL;
+	struct loader l = { 0 };
+	struct rdmx_page_stats ps;
+	char url[128];
+	int port = free_port();
+	pid_t pid = spawn("page_server_child", port, 0);
+	pthread_t t;
+	double killed, bound = 2.0 + T_FLUSH_S;
+	rdmx_status st;
+
+	(void)state;
+	side_open(&c);
+	snprintf(url, sizeof(url), "%s:%d/mem", suite_addr(), port);
+	for (int i = 0; i < 200; i++) {
+		st = rdmx_page_map(c.ctx, url, &a, &map);
+		if (st != RDMX_ERR_CONN_REFUSED)
+			break;
+		usleep(50000);
+	}
+	assert_int_equal(st, RDMX_OK);
+	l.mem = mapping(map);
+	l.len = rdmx_page_length(map);
+	sigaction(SIGBUS, &sa, &old);
+	pthread_create(&t, NULL, loader_run, &l);
+	while (atomic_load(&l.touched) < 2000)
+		usleep(1000);
+	kill(pid, SIGKILL);
+	killed = now_s();
+	waitpid(pid, NULL, 0);
+	pthread_join(t, NULL); /* returns only through SIGBUS */
+	sigaction(SIGBUS, &old, NULL);
+	print_message("SIGBUS %.1f ms after the kill, %lu touches before\n",
+		      (bus_at - killed) * 1e3, atomic_load(&l.touched));
+	assert_true(l.got_bus);
+	assert_true(bus_at - killed < bound);
+	rdmx_page_stats(map, &ps);
+	assert_true(ps.sigbus >= 1);
+	/* The explicit calls fail cleanly too, and unmap returns. */
+	uint8_t page[PG];
+
+	assert_int_not_equal(rdmx_page_fetch(map, 0, page), RDMX_OK);
+	rdmx_page_unmap(map);
+	side_close(&c);
+}
+
+static const struct child children[] = {
+	{ "node1_store", node1_store },
+	{ "page_server_child", page_server_child },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_page_two_nodes_explicit_and_mapped),
+		cmocka_unit_test(test_page_fetchv_storev_batched),
+		cmocka_unit_test(test_page_map_errors),
+		cmocka_unit_test(test_page_map_local_evicts_and_writes_back),
+		cmocka_unit_test(test_page_mmap_threads_through_small_cache),
+		cmocka_unit_test(test_page_mmap_rss_stays_within_cache),
+		cmocka_unit_test(test_page_mmap_readahead_sequential_only),
+		cmocka_unit_test(test_page_mmap_drop_sees_others_writes),
+		cmocka_unit_test(test_page_mmap_server_killed_sigbus),
+	};
+
+	harness_children(argc, argv, children);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
