@@ -13,6 +13,7 @@ static void usage(FILE *f)
 		"  demo send|write|read|lambda [HOST][:PORT]\n"
 		"                                       the RDMA communication modes\n"
 		"  bench [HOST][:PORT]                  latency and bandwidth, as perftest\n"
+		"  page serve|bench ...                 remote memory: pages fetched on fault\n"
 		"  info [--config] [--peer HOST:PORT]   transports, configuration, choice\n"
 		"  version                              print the version\n"
 		"Run 'rdmx <command> --help' for the options of one command.\n");
@@ -28,6 +29,8 @@ int main(int argc, char **argv)
 		return cli_demo(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return cli_bench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "page"))
+		return cli_page(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "info"))
 		return cli_info(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

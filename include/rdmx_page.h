@@ -143,6 +143,10 @@ rdmx_status rdmx_page_unmap(struct rdmx_page_map *map);
 size_t rdmx_page_size(const struct rdmx_page_map *map);
 uint64_t rdmx_page_length(const struct rdmx_page_map *map);
 
+/* The connection of the explicit calls: transport and why ("local"). */
+void rdmx_page_conn_info(const struct rdmx_page_map *map,
+			 struct rdmx_conn_info *info_p);
+
 /*
  * rdmx_page_fetch - read page @index of the region into @buf (page size
  * bytes, any memory) by one READ. rdmx_page_store writes one back by one

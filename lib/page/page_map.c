@@ -202,6 +202,20 @@ uint64_t rdmx_page_length(const struct rdmx_page_map *map)
 	return map->length;
 }
 
+void rdmx_page_conn_info(const struct rdmx_page_map *map,
+			 struct rdmx_conn_info *info_p)
+{
+	memset(info_p, 0, sizeof(*info_p));
+	if (map->io.conn) {
+		rdmx_conn_info(map->io.conn, info_p);
+		return;
+	}
+	snprintf(info_p->transport, sizeof(info_p->transport), "%s",
+		 map->local ? "local" : "none");
+	snprintf(info_p->reason, sizeof(info_p->reason), "%s",
+		 map->local ? "rdmx_page_map_local" : "the connection ended");
+}
+
 /* Wait until nothing is outstanding on @l; the first error, if any. */
 static rdmx_status page_link_drain(struct page_link *l, double deadline)
 {

@@ -60,6 +60,14 @@ one_line() {
 }
 
 # finish: the count, and the exit code.
+# GET PATH from 127.0.0.1:PORT, headers and body on stdout.
+http_get() { # port path
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
+	cat <&3
+	exec 3<&-
+}
+
 finish() {
 	echo "$pass passed, $fail failed"
 	[ "$fail" -eq 0 ]

@@ -121,12 +121,6 @@ else
 fi
 
 # --metrics: the bench server's endpoint, scraped as Prometheus would.
-http_get() { # port path
-	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-	printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
-	cat <&3
-	exec 3<&-
-}
 metric() { sed -n "s/^$1 \([0-9.e+-]*\)\r\?$/\1/p" "$tmp/metrics"; }
 start "$rdmx" bench :0 --metrics 127.0.0.1:0 || exit 1
 mport=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/server")
