@@ -153,6 +153,8 @@ out:
 
 /* ---- bench -------------------------------------------------------------- */
 
+#define BENCH_UNSET UINT64_MAX /* an option not given: the library's */
+
 struct bench_opts {
 	const char *url, *config;
 	bool seq, json, check;
@@ -322,16 +324,19 @@ static rdmx_status bench_reads(struct rdmx_page_map *map, uint64_t n,
 static struct rdmx_page_attr bench_attr(const struct bench_opts *o,
 					uint64_t region)
 {
-	struct rdmx_page_attr a = {
-		.mask = RDMX_PAGE_ATTR_CACHE_BYTES | RDMX_PAGE_ATTR_READAHEAD |
-			RDMX_PAGE_ATTR_SPIN_US,
-		.cache_bytes = o->cache,
-		.readahead = (uint32_t)o->readahead,
-		.spin_us = (uint32_t)o->spin_us,
-	};
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_CACHE_BYTES,
+				    .cache_bytes = o->cache };
 
 	if (!a.cache_bytes) /* default: a quarter of what is touched */
 		a.cache_bytes = region / 4 > PAGE_SZ ? region / 4 : PAGE_SZ;
+	if (o->readahead != BENCH_UNSET) {
+		a.mask |= RDMX_PAGE_ATTR_READAHEAD;
+		a.readahead = (uint32_t)o->readahead;
+	}
+	if (o->spin_us != BENCH_UNSET) {
+		a.mask |= RDMX_PAGE_ATTR_SPIN_US;
+		a.spin_us = (uint32_t)o->spin_us;
+	}
 	return a;
 }
 
@@ -369,13 +374,14 @@ static void bench_report(const struct bench_opts *o, const char *transport,
 		bench_print_lat("floor", floor, true, false);
 		bench_print_lat("read_4k", rd, true, false);
 		printf("\"faults_per_s\":%.0f,\"gb_per_s\":%.3f,"
-		       "\"pages_fetched\":%" PRIu64 ",\"readahead\":%" PRIu64
-		       ",\"evicted\":%" PRIu64 ",\"written_back\":%" PRIu64
+		       "\"faults\":%" PRIu64 ",\"pages_fetched\":%" PRIu64
+		       ",\"readahead\":%" PRIu64 ",\"evicted\":%" PRIu64
+		       ",\"written_back\":%" PRIu64
 		       ",\"checked\":%s,\"goal_p50_us\":%.1f,"
 		       "\"goal_p99_us\":%.1f}\n",
-		       rate, gbs, ps->pages_fetched, ps->readahead, ps->evicted,
-		       ps->written_back, o->check ? "true" : "false", goal50,
-		       goal99);
+		       rate, gbs, ps->faults, ps->pages_fetched, ps->readahead,
+		       ps->evicted, ps->written_back,
+		       o->check ? "true" : "false", goal50, goal99);
 		return;
 	}
 	printf("rdmx page bench: %s over %s: %" PRIu64 " touches, %s, %" PRIu64
@@ -388,11 +394,12 @@ static void bench_report(const struct bench_opts *o, const char *transport,
 	bench_print_lat("fault", fault, false, false);
 	bench_print_lat("floor: local fault", floor, false, false);
 	bench_print_lat("4 KiB READ", rd, false, false);
-	printf("%.0f faults/s, %.3f GB/s fetched; %" PRIu64
+	printf("%.0f touches/s, %.3f GB/s fetched; %" PRIu64 " faults, %" PRIu64
 	       " pages fetched (%" PRIu64 " read ahead), %" PRIu64
 	       " evicted, %" PRIu64 " written back%s\n",
-	       rate, gbs, ps->pages_fetched, ps->readahead, ps->evicted,
-	       ps->written_back, o->check ? "; every byte checked" : "");
+	       rate, gbs, ps->faults, ps->pages_fetched, ps->readahead,
+	       ps->evicted, ps->written_back,
+	       o->check ? "; every byte checked" : "");
 	printf("goal: p50 <= floor + READ + 5 = %.1f us (%s), p99 <= %.1f us "
 	       "(%s)\n",
 	       goal50, fault->p50 <= goal50 ? "met" : "missed", goal99,
@@ -497,7 +504,7 @@ static void page_usage(FILE *f)
 		"      --cache SIZE    local cache (default a quarter of the region)\n"
 		"      --write PCT     share of touches that write (default 0)\n"
 		"      --readahead N   pages fetched ahead of sequential faults\n"
-		"                      (default 16)\n"
+		"                      (default 512)\n"
 		"      --spin-us N     the handler spins N us before it sleeps\n"
 		"                      (default 50)\n"
 		"      --no-check      do not check bytes against the pattern\n"
@@ -535,8 +542,8 @@ static int page_parse(int argc, char **argv, struct serve_opts *so,
 	*so = (struct serve_opts){ .name = "mem" };
 	*bo = (struct bench_opts){ .threads = 1,
 				   .touches = 20000,
-				   .readahead = 16,
-				   .spin_us = 50,
+				   .readahead = BENCH_UNSET,
+				   .spin_us = BENCH_UNSET,
 				   .check = true };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:T:n:c:h", lo, NULL)) != -1) {
@@ -618,10 +625,12 @@ static int page_parse(int argc, char **argv, struct serve_opts *so,
 		}
 	}
 	if (!bo->threads || bo->threads > 64 || !bo->touches ||
-	    bo->write_pct > 100 || bo->readahead > 256 || bo->spin_us > 1000000)
+	    bo->write_pct > 100 ||
+	    (bo->readahead > 4096 && bo->readahead != BENCH_UNSET) ||
+	    (bo->spin_us > 1000000 && bo->spin_us != BENCH_UNSET))
 		return cli_fail("page",
 				"--threads is 1..64, --touches at least "
-				"1, --write 0..100, --readahead 0..256");
+				"1, --write 0..100, --readahead 0..4096");
 	return 0;
 }
 

@@ -96,7 +96,7 @@ struct rdmx_page_attr {
 	uint64_t size; /* bytes to map; default (and at most) the region */
 	/* Local pages the mapping holds at once; default min(size, 256m). */
 	uint64_t cache_bytes;
-	/* The most pages a sequential fault fetches ahead; 0: none (16). */
+	/* Pages kept fetched ahead of sequential faults; 0: none (512). */
 	uint32_t readahead;
 	/* How long the fault handler spins for work before it sleeps (50). */
 	uint32_t spin_us;

@@ -67,7 +67,7 @@ static rdmx_status page_attr_resolve(struct rdmx_page_map *map,
 	uint64_t mask = attr ? attr->mask : 0;
 
 	a->size = mask & RDMX_PAGE_ATTR_SIZE ? attr->size : region;
-	a->readahead = mask & RDMX_PAGE_ATTR_READAHEAD ? attr->readahead : 16;
+	a->readahead = mask & RDMX_PAGE_ATTR_READAHEAD ? attr->readahead : 512;
 	a->spin_us = mask & RDMX_PAGE_ATTR_SPIN_US ? attr->spin_us : 50;
 	a->timeout_ms = mask & RDMX_PAGE_ATTR_TIMEOUT_MS ? attr->timeout_ms
 							 : 5000;
@@ -90,10 +90,10 @@ static rdmx_status page_attr_resolve(struct rdmx_page_map *map,
 			 a->cache_bytes, PAGE_SIZE_BYTES);
 		return RDMX_ERR_INVALID;
 	}
-	if (!a->depth || a->depth > 4096 || a->readahead > 256 ||
+	if (!a->depth || a->depth > 4096 || a->readahead > 4096 ||
 	    !a->timeout_ms) {
 		page_log(RDMX_LOG_ERROR,
-			 "depth must be 1 to 4096, readahead at most 256 "
+			 "depth must be 1 to 4096, readahead at most 4096 "
 			 "pages, timeout_ms above 0");
 		return RDMX_ERR_INVALID;
 	}

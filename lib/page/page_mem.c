@@ -48,7 +48,7 @@ enum {
 
 enum chunk_kind { CHUNK_FREE, CHUNK_FETCH, CHUNK_WB };
 
-#define PAGE_CHUNKS 32
+#define PAGE_CHUNKS 16
 #define PAGE_NO_SLOT UINT32_MAX
 
 struct page_chunk {
@@ -75,11 +75,15 @@ struct page_mem {
 	uint32_t *slot_of; /* per page */
 	uint64_t *slot_page; /* per slot */
 	uint32_t *free_slot, nfree, nslots, hand;
+	uint32_t evicting; /* dirty pages written back to be evicted */
+	uint64_t zap_first, zap_n; /* pages to unmap (page_zap) */
+	uint32_t low_water; /* free slots eviction makes beyond the need */
 
 	struct page_chunk *chunk[PAGE_CHUNKS];
-	uint32_t chunk_pages;
-	uint64_t next_seq; /* the page after the last run fetched */
-	uint32_t ra; /* the read-ahead window now */
+	uint32_t chunk_pages; /* the most one READ brings */
+	uint64_t last_fault; /* the page of the last missing fault */
+	uint64_t window_end; /* the first page not yet fetched ahead */
+	uint32_t ra, ra_max; /* pages fetched ahead now, and at most */
 
 	pthread_t thread;
 	pthread_mutex_t cmd_lock;
@@ -135,10 +139,27 @@ static void slot_free(struct page_mem *m, uint64_t p)
 	m->free_slot[m->nfree++] = s;
 }
 
-/* Give page @p's memory back: the next touch faults it in again. */
+/* Unmap the pages page_zap collected (one madvise per run). */
+static void page_zap_flush(struct page_mem *m)
+{
+	if (m->zap_n)
+		madvise(page_addr(m, m->zap_first), m->zap_n * PAGE_SIZE_BYTES,
+			MADV_DONTNEED);
+	m->zap_n = 0;
+}
+
+/*
+ * Give page @p's memory back: the next touch faults it in again. Pages
+ * next to each other go in one madvise, at page_zap_flush(), which must
+ * come before any page is installed again (the handler's own order).
+ */
 static void page_zap(struct page_mem *m, uint64_t p)
 {
-	madvise(page_addr(m, p), PAGE_SIZE_BYTES, MADV_DONTNEED);
+	if (m->zap_n && p != m->zap_first + m->zap_n)
+		page_zap_flush(m);
+	if (!m->zap_n)
+		m->zap_first = p;
+	m->zap_n++;
 	m->state[p] = PG_ABSENT;
 	slot_free(m, p);
 	atomic_fetch_sub_explicit(&m->stats.resident, 1, memory_order_relaxed);
@@ -182,13 +203,6 @@ static bool chunks_busy(struct page_mem *m)
 static void page_progress(struct page_mem *m);
 static void fetch_done(struct page_mem *m, int c, rdmx_status st);
 static void wb_done_page(struct page_mem *m, uint64_t p, bool ok);
-
-/* Wait (serving completions) until @c is free again. */
-static void chunk_wait(struct page_mem *m, int c)
-{
-	while (m->chunk[c]->kind != CHUNK_FREE)
-		page_progress(m);
-}
 
 static int page_chunk_wait_any(struct page_mem *m)
 {
@@ -249,6 +263,7 @@ static void wb_add(struct page_mem *m, int *c, uint64_t p, bool evict)
 	ch = m->chunk[*c];
 	page_uffd_protect(m->uffd, page_addr(m, p), PAGE_SIZE_BYTES, true);
 	m->state[p] = PG_RESIDENT | PG_WB | (evict ? PG_EVICT : 0);
+	m->evicting += evict;
 	memcpy(chunk_stage(m, *c) + ch->n * PAGE_SIZE_BYTES, page_addr(m, p),
 	       PAGE_SIZE_BYTES);
 	ch->pages[ch->n++] = p;
@@ -258,6 +273,7 @@ static void wb_done_page(struct page_mem *m, uint64_t p, bool ok)
 {
 	uint8_t s = m->state[p];
 
+	m->evicting -= !!(s & PG_EVICT);
 	if (!ok) {
 		/* Keep the data: the page stays, dirty, and is not lost. */
 		m->state[p] = PG_RESIDENT | PG_DIRTY;
@@ -269,6 +285,7 @@ static void wb_done_page(struct page_mem *m, uint64_t p, bool ok)
 	STAT_ADD(m, written_back, 1);
 	if (s & PG_EVICT) {
 		page_zap(m, p);
+		page_zap_flush(m); /* before waking a writer */
 		STAT_ADD(m, evicted, 1);
 		if (s & PG_REDIRTY) /* it faults the page in again */
 			page_uffd_wake(m->uffd, page_addr(m, p),
@@ -285,77 +302,57 @@ static void wb_done_page(struct page_mem *m, uint64_t p, bool ok)
 
 /*
  * Make room for @n more pages: evict from the hand on, clean pages at
- * once, dirty ones after their write-back. False when the server is lost
+ * once, dirty ones once their write-back completes. It frees a few chunks'
+ * worth beyond @n, so write-backs overlap the faults that follow, and waits
+ * only while fewer than @n slots are free. False when the server is lost
  * and dirty pages cannot leave.
  */
 static bool cache_make_room(struct page_mem *m, uint32_t n)
 {
+	uint32_t want = n + m->low_water, swept = 0;
 	int wb = -1;
-	uint32_t pending_free = 0, swept = 0;
 
-	while (m->nfree + pending_free < n) {
-		if (m->link.dead != RDMX_OK)
-			break;
+	while (m->nfree + m->evicting < want && m->link.dead == RDMX_OK &&
+	       swept++ < m->nslots) {
 		uint64_t p = m->slot_page[m->hand];
 
 		m->hand = (m->hand + 1) % m->nslots;
-		if (++swept > 2 * m->nslots) {
-			/* Everything is in flight: let some of it land. */
-			if (wb >= 0) {
-				wb_post(m, wb);
-				wb = -1;
-			}
-			page_progress(m);
-			swept = 0;
-			pending_free = 0;
-			continue;
-		}
 		if (p == UINT64_MAX || !(m->state[p] & PG_RESIDENT) ||
 		    m->state[p] & PG_WB)
 			continue;
 		if (m->state[p] & PG_DIRTY) {
 			wb_add(m, &wb, p, true);
-			pending_free++;
 		} else {
 			page_zap(m, p);
 			STAT_ADD(m, evicted, 1);
 		}
 	}
-	if (wb >= 0) {
+	page_zap_flush(m);
+	if (wb >= 0)
 		wb_post(m, wb);
-		chunk_wait(m, wb);
-	}
-	while (m->nfree < n && m->link.dead == RDMX_OK)
+	/* Still short (all in flight, or write-backs to land): wait. */
+	while (m->nfree < n && m->link.dead == RDMX_OK) {
+		if (!chunks_busy(m))
+			return cache_make_room(m, n);
 		page_progress(m);
+	}
 	return m->nfree >= n;
 }
 
-/* The read-ahead for a fault at @p: how many pages after it to fetch. */
-static uint32_t page_readahead(struct page_mem *m, uint64_t p)
+/*
+ * Fetch the run of absent pages from @p, at most @max long, in one READ
+ * into a chunk. @write and @tid: the fault that asked for @p, if one did.
+ */
+static void page_fetch_run(struct page_mem *m, uint64_t p, uint32_t max,
+			   bool write, uint32_t tid)
 {
-	uint32_t max = m->map->attr.readahead;
-
-	if (p != m->next_seq || !max) {
-		m->ra = 0;
-		return 0;
-	}
-	m->ra = m->ra ? m->ra * 2 : 1;
-	if (m->ra > max)
-		m->ra = max;
-	return m->ra;
-}
-
-static void page_fetch(struct page_mem *m, uint64_t p, bool write, uint32_t tid)
-{
-	uint32_t want = 1 + page_readahead(m, p), n = 1;
 	struct page_chunk *ch;
+	uint32_t n = 1;
 	int c;
 
-	if (want > m->chunk_pages)
-		want = m->chunk_pages;
-	if (want > m->nslots)
-		want = m->nslots;
-	while (n < want && p + n < m->npages && m->state[p + n] == PG_ABSENT)
+	if (max > m->chunk_pages)
+		max = m->chunk_pages;
+	while (n < max && p + n < m->npages && m->state[p + n] == PG_ABSENT)
 		n++;
 	c = page_chunk_wait_any(m);
 	ch = m->chunk[c];
@@ -364,9 +361,10 @@ static void page_fetch(struct page_mem *m, uint64_t p, bool write, uint32_t tid)
 	ch->write_first = write;
 	ch->tid = tid;
 	ch->pages[0] = p;
-	if (!cache_make_room(m, n)) {
+	if (m->state[p] != PG_ABSENT || !cache_make_room(m, n)) {
 		ch->kind = CHUNK_FREE;
-		page_sigbus(m, p, tid);
+		if (m->state[p] == PG_ABSENT && tid)
+			page_sigbus(m, p, tid);
 		return;
 	}
 	/* Pages after it may have come in meanwhile: recount the run. */
@@ -379,10 +377,9 @@ static void page_fetch(struct page_mem *m, uint64_t p, bool write, uint32_t tid)
 		m->state[p + j] = PG_FETCHING;
 		slot_take(m, p + j);
 	}
-	m->next_seq = p + n;
 	STAT_ADD(m, fetches, 1);
 	STAT_ADD(m, pages_fetched, n);
-	STAT_ADD(m, readahead, n - 1);
+	STAT_ADD(m, readahead, tid ? n - 1 : n);
 	if (page_link_post(&m->link, RDMX_OP_READ, (uint64_t)c << 32,
 			   (size_t)(chunk_stage(m, c) - m->link.stage),
 			   p * PAGE_SIZE_BYTES,
@@ -392,6 +389,40 @@ static void page_fetch(struct page_mem *m, uint64_t p, bool write, uint32_t tid)
 				       "the send queue is full");
 		fetch_done(m, c, RDMX_ERR_CONN_LOST);
 	}
+}
+
+/*
+ * A missing fault at @p (absent, or on its way). Faults that move forward
+ * through the window fetched ahead are sequential: they keep up to
+ * attr.readahead pages requested beyond the fault (the window doubles from
+ * 2 as the run goes on), in READs of a chunk each, so several are in
+ * flight while the program works through the pages before them. Any other
+ * fault fetches its page alone and closes the window.
+ */
+static void page_fetch(struct page_mem *m, uint64_t p, bool write, uint32_t tid)
+{
+	bool seq = m->ra_max && p > m->last_fault && p <= m->window_end;
+	uint64_t end, q;
+
+	m->ra = !seq ? 0 : m->ra ? m->ra * 2 : 2;
+	if (m->ra > m->ra_max)
+		m->ra = m->ra_max;
+	end = p + 1 + m->ra;
+	if (end > m->npages)
+		end = m->npages;
+	if (m->state[p] == PG_ABSENT)
+		page_fetch_run(m, p, (uint32_t)(end - p), write, tid);
+	for (q = p + 1 > m->window_end ? p + 1 : m->window_end; q < end;) {
+		if (m->state[q] != PG_ABSENT || m->link.dead != RDMX_OK) {
+			q++;
+			continue;
+		}
+		page_fetch_run(m, q, (uint32_t)(end - q), false, 0);
+		while (q < end && m->state[q] != PG_ABSENT)
+			q++;
+	}
+	m->last_fault = p;
+	m->window_end = end > m->window_end || !seq ? end : m->window_end;
 }
 
 static void fetch_done(struct page_mem *m, int c, rdmx_status st)
@@ -407,15 +438,19 @@ static void fetch_done(struct page_mem *m, int c, rdmx_status st)
 			m->state[p + j] = PG_ABSENT;
 		}
 		/*
-		 * The faulting thread is still waiting: it gets SIGBUS. So do
-		 * others waiting on the page: poisoned, it raises it in them;
-		 * else they are woken, fault again, and are signalled then.
+		 * Threads may wait on any page of the run: they get SIGBUS.
+		 * Poisoned, the pages raise it in them; else they are woken,
+		 * fault again, and are signalled then (the link is dead).
 		 */
-		if (m->poison)
-			page_sigbus(m, p, ch->tid);
-		else
+		if (!m->poison ||
+		    page_uffd_poison(m->uffd, page_addr(m, p),
+				     (uint64_t)n * PAGE_SIZE_BYTES) < 0) {
 			page_uffd_wake(m->uffd, page_addr(m, p),
-				       PAGE_SIZE_BYTES);
+				       (uint64_t)n * PAGE_SIZE_BYTES);
+		} else {
+			memset(m->state + p, PG_POISON, n);
+			STAT_ADD(m, sigbus, 1);
+		}
 		ch->kind = CHUNK_FREE;
 		return;
 	}
@@ -517,17 +552,18 @@ static void page_fault(struct page_mem *m, const struct uffd_msg *msg)
 		}
 		return;
 	}
-	if (s & PG_FETCHING)
-		return; /* the copy wakes every thread waiting on it */
 	if (s & (PG_RESIDENT | PG_POISON)) {
 		page_uffd_wake(m->uffd, page_addr(m, p), PAGE_SIZE_BYTES);
 		return;
 	}
 	STAT_ADD(m, faults, 1);
 	if (m->link.dead != RDMX_OK) {
-		page_sigbus(m, p, tid);
+		if (!(s & PG_FETCHING)) /* else the failed READ answers it */
+			page_sigbus(m, p, tid);
 		return;
 	}
+	/* On its way already (the copy wakes every thread waiting on it),
+	 * but it still says where the program goes next. */
 	page_fetch(m, p, flags & UFFD_PAGEFAULT_FLAG_WRITE, tid);
 }
 
@@ -548,6 +584,7 @@ static bool page_read_faults(struct page_mem *m)
 static rdmx_status page_do_sync(struct page_mem *m, uint64_t first, uint64_t n,
 				bool drop)
 {
+	rdmx_status st = RDMX_OK;
 	int wb = -1;
 
 	for (uint64_t p = first; p < first + n; p++)
@@ -558,15 +595,16 @@ static rdmx_status page_do_sync(struct page_mem *m, uint64_t first, uint64_t n,
 		wb_post(m, wb);
 	while (chunks_busy(m))
 		page_progress(m);
+	/* Dirty again after the write-back is a new write; dirty with the
+	 * link dead is one that could not leave. */
 	for (uint64_t p = first; p < first + n; p++) {
-		/* Dirty again after a write-back is a new write; not so here.
-		 */
 		if (m->state[p] & PG_DIRTY && m->link.dead != RDMX_OK)
-			return RDMX_ERR_CONN_LOST;
-		if (drop && m->state[p] == PG_RESIDENT)
+			st = RDMX_ERR_CONN_LOST;
+		else if (drop && m->state[p] == PG_RESIDENT)
 			page_zap(m, p);
 	}
-	return RDMX_OK;
+	page_zap_flush(m);
+	return st;
 }
 
 static bool page_serve_cmd(struct page_mem *m)
@@ -719,7 +757,20 @@ static rdmx_status page_mem_alloc(struct page_mem *m)
 	m->nslots = (uint32_t)(map->attr.cache_bytes / PAGE_SIZE_BYTES);
 	if (map->attr.cache_bytes / PAGE_SIZE_BYTES > m->npages)
 		m->nslots = (uint32_t)m->npages;
-	m->chunk_pages = map->attr.readahead + 1;
+	m->chunk_pages = 64;
+	/*
+	 * Evict in batches of 1/32 of the cache: each madvise that unmaps
+	 * pages flushes the TLB of every core the program runs on, an IPI
+	 * that costs tens of microseconds in a VM, so one per batch.
+	 */
+	m->low_water = m->nslots / 32 > 2 * m->chunk_pages ? m->nslots / 32
+							   : 2 * m->chunk_pages;
+	if (m->low_water > m->nslots / 2)
+		m->low_water = m->nslots / 2;
+	/* Half the cache at most: what is fetched ahead must fit beside
+	 * what the program works on. */
+	m->ra_max = map->attr.readahead < m->nslots / 2 ? map->attr.readahead
+							: m->nslots / 2;
 	m->state = page_mem_array(m->npages);
 	m->slot_of = page_mem_array(m->npages * sizeof(uint32_t));
 	m->slot_page = malloc(m->nslots * sizeof(uint64_t));
@@ -788,7 +839,7 @@ rdmx_status page_mem_create(struct rdmx_page_map *map, struct page_mem **m_p)
 	m->map = map;
 	m->npages = map->npages;
 	m->uffd = m->efd = -1;
-	m->next_seq = UINT64_MAX;
+	m->last_fault = UINT64_MAX;
 	pthread_mutex_init(&m->cmd_lock, NULL);
 	pthread_cond_init(&m->cmd_done, NULL);
 	st = page_mem_alloc(m);
