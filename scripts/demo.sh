@@ -6,10 +6,10 @@ rdmx=${1:-build/apps/rdmx}
 log=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$log"' EXIT
 
-# serve MODE: a one-client server on a port it picks (port 0); sets $server
-# and $port.
-serve() {
-	"$rdmx" demo "$1" :0 --once >"$log/server" 2>&1 &
+# start CMD...: a server in the background; sets $server, and $port once
+# it listens (on the port it picked: port 0).
+start() {
+	"$@" >"$log/server" 2>&1 &
 	server=$!
 	port=""
 	for _ in $(seq 100); do
@@ -20,6 +20,8 @@ serve() {
 	cat "$log/server"
 	exit 1
 }
+# serve MODE: a one-client demo server.
+serve() { start "$rdmx" demo "$1" :0 --once; }
 
 header=""
 fail=0
@@ -44,6 +46,14 @@ echo "lambda: primes below 100000, counted on the server by examples/lambda/prim
 	-i 100000 || fail=1
 echo
 wait "$server" || fail=1
+# page: a data set four times its local cache, on a memory server.
+start "$rdmx" page serve :0 --size 64m
+echo
+echo "page: examples/page/histogram.c, its 64 MiB on rdmx page serve:"
+"$(dirname "$rdmx")/../examples/histogram" "127.0.0.1:$port/mem" || fail=1
+kill -TERM "$server"
+wait "$server" || fail=1
+
 echo
 echo "p50/p99: one-way latency (half the round trip) for send and write,"
 echo "the whole operation for read; client and server spin on completions."

@@ -3,7 +3,8 @@
 # the table and its JSON, every byte checked, a file that outlives the
 # server, metrics, SIGTERM, and one clear error for each mistake.
 set -u
-rdmx=${1:?usage: test_page.sh path/to/rdmx}
+rdmx=${1:?usage: test_page.sh path/to/rdmx path/to/examples/histogram}
+histogram=${2:?}
 . "$(dirname "$0")/common.sh"
 
 start "$rdmx" page serve :0 --size 16m --metrics 127.0.0.1:0 || exit 1
@@ -45,6 +46,15 @@ if grep -qE '^rdmx_connections_total\{transport="[a-z]+"\} [1-9]' "$tmp/metrics"
 else
 	bad "page serve metrics"
 	head -30 "$tmp/metrics"
+fi
+
+# The example: a data set four times its cache, checked against local memory.
+if run "histogram" 0 "$histogram" "$url" &&
+	grep -q "same result as local memory" "$tmp/out" &&
+	grep -qE "remote [0-9.]+ s \([0-9]+ faults, [0-9]+ pages fetched, [1-9][0-9]* written back\), local" "$tmp/out"; then
+	ok "examples/page/histogram: 16 MiB through a 4 MiB cache, same result as local"
+else
+	bad "examples/page/histogram"
 fi
 
 # Mistakes: one clear error each.
