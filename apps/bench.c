@@ -696,14 +696,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 				return 1;
 			break;
 		case 7:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
-			    strcmp(optarg, "shm") && strcmp(optarg, "verbs"))
-				return cli_fail("bench",
-						"--transport is auto, verbs, "
-						"shm or tcp, not '%s'",
-						optarg);
-			/* The same as RDMX_TRANSPORT, which it overrides. */
-			setenv("RDMX_TRANSPORT", optarg, 1);
+			if (!cli_transport_option("bench", optarg))
+				return 1;
 			break;
 		case 8: /* perftest's name for it */
 			setenv("RDMX_CONN_USE_SRQ", "on", 1);

@@ -87,6 +87,18 @@ int cli_take_addr(const char *cmd, int argc, char **argv, const char **addr_p)
 	return cli_addr_ok(*addr_p) ? 0 : 1;
 }
 
+bool cli_transport_option(const char *cmd, const char *t)
+{
+	if (strcmp(t, "auto") && strcmp(t, "tcp") && strcmp(t, "shm") &&
+	    strcmp(t, "verbs")) {
+		cli_fail(cmd,
+			 "--transport is auto, verbs, shm or tcp, not '%s'", t);
+		return false;
+	}
+	setenv("RDMX_TRANSPORT", t, 1);
+	return true;
+}
+
 bool cli_is_server(const char *arg)
 {
 	if (!arg || !*arg || *arg == ':')

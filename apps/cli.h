@@ -27,6 +27,12 @@ bool cli_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
  */
 bool cli_is_server(const char *arg);
 
+/*
+ * --transport T: auto, verbs, shm or tcp, set as RDMX_TRANSPORT (which it
+ * overrides). False (and says why) for anything else.
+ */
+bool cli_transport_option(const char *cmd, const char *t);
+
 /* True when @addr (or NULL) is a well-formed address; else logs why. */
 bool cli_addr_ok(const char *addr);
 

@@ -609,13 +609,8 @@ static int page_parse(int argc, char **argv, struct serve_opts *so,
 			so->config = bo->config = optarg;
 			break;
 		case 11:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
-			    strcmp(optarg, "shm") && strcmp(optarg, "verbs"))
-				return cli_fail("page",
-						"--transport is auto, verbs, "
-						"shm or tcp, not '%s'",
-						optarg);
-			setenv("RDMX_TRANSPORT", optarg, 1);
+			if (!cli_transport_option("page", optarg))
+				return 1;
 			break;
 		case 'h':
 			page_usage(stdout);
