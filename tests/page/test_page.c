@@ -510,6 +510,61 @@ static void test_page_map_local_evicts_and_writes_back(void **state)
 	free(src);
 }
 
+struct same_page {
+	uint8_t *mem;
+	pthread_barrier_t *go;
+	uint64_t word;
+};
+
+static void *same_page_touch(void *arg)
+{
+	struct same_page *sp = arg;
+
+	pthread_barrier_wait(sp->go);
+	sp->word = *(volatile uint64_t *)(sp->mem + 3 * PG + 64);
+	return NULL;
+}
+
+static void test_page_mmap_threads_on_one_page_fetch_once(void **state)
+{
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_READAHEAD,
+				    .readahead = 0 };
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	struct rdmx_page_stats ps;
+	pthread_barrier_t go;
+	struct same_page sp[4];
+	pthread_t t[4];
+
+	(void)state;
+	srv_open(&v, 1 << 20);
+	side_open(&c);
+	assert_int_equal(rdmx_page_map(c.ctx, v.url, &a, &map), RDMX_OK);
+	pthread_barrier_init(&go, NULL, 4);
+	for (int r = 0; r < 20; r++) {
+		uint8_t *mem = mapping(map);
+
+		for (int i = 0; i < 4; i++) {
+			sp[i] = (struct same_page){ mem, &go, 0 };
+			pthread_create(&t[i], NULL, same_page_touch, &sp[i]);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+			assert_true(sp[i].word == pat(3 * PG + 64, 0));
+		}
+		rdmx_page_stats(map, &ps);
+		/* Four threads, one page: one READ, every round. */
+		assert_int_equal(ps.fetches, r + 1);
+		assert_int_equal(ps.pages_fetched, r + 1);
+		assert_int_equal(rdmx_page_drop(map, mem, 1 << 20), RDMX_OK);
+	}
+	pthread_barrier_destroy(&go);
+	rdmx_page_unmap(map);
+	side_close(&c);
+	srv_close(&v);
+}
+
 /* ---- a server killed under load ----------------------------------------- */
 
 static int page_server_child(int port, int flag)
@@ -661,6 +716,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_page_mmap_rss_stays_within_cache),
 		cmocka_unit_test(test_page_mmap_readahead_sequential_only),
 		cmocka_unit_test(test_page_mmap_drop_sees_others_writes),
+		cmocka_unit_test(test_page_mmap_threads_on_one_page_fetch_once),
 		cmocka_unit_test(test_page_mmap_server_killed_sigbus),
 	};
 
