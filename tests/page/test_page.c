@@ -371,7 +371,6 @@ static void test_page_mmap_rss_stays_within_cache(void **state)
 	struct side c;
 	struct rdmx_page_map *map;
 	uint64_t before, after, in_map;
-	volatile uint64_t sum = 0;
 	uint8_t *mem;
 
 	(void)state;
@@ -381,7 +380,7 @@ static void test_page_mmap_rss_stays_within_cache(void **state)
 	mem = mapping(map);
 	before = rss_of(NULL);
 	for (uint64_t off = 0; off < 4 * cache; off += PG)
-		sum += *(volatile uint64_t *)(mem + off);
+		(void)*(volatile uint64_t *)(mem + off);
 	for (uint64_t off = 0; off < 4 * cache; off += PG)
 		mem[off] = 1; /* dirty: evicted by write-back */
 	after = rss_of(NULL);
@@ -632,15 +631,14 @@ static void *loader_run(void *arg)
 {
 	struct loader *l = arg;
 	uint64_t s = 5;
-	volatile uint64_t sum = 0;
 
 	if (sigsetjmp(bus_jmp, 1)) {
 		l->got_bus = 1;
 		return NULL;
 	}
 	while (!atomic_load(&l->stop)) {
-		sum += *(volatile uint64_t *)(l->mem +
-					      rnd(&s) % (l->len / PG) * PG);
+		(void)*(volatile uint64_t *)(l->mem +
+					     rnd(&s) % (l->len / PG) * PG);
 		atomic_fetch_add(&l->touched, 1);
 	}
 	return NULL;
