@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmx_kv.h - a key-value store for large values on rdmx: the server keeps
+ * values in one registered pool and RDMA-WRITEs each GET's value straight
+ * into the client's registered buffer; large PUTs are pulled by the server
+ * with one READ from the client's buffer, small ones travel inline.
+ *
+ * A client owns a registered buffer (attr.buffer_bytes). A GET reserves
+ * room in it, the server writes the value there and answers with the
+ * length: the value is then read where it landed (zero copy) until the
+ * caller releases it, or copied out by the simple form. PUT takes any
+ * memory, and memory inside the client's buffer without a copy.
+ *
+ * The library uses only rdmx.h. man rdmx_kv(7) has the protocol, the
+ * allocator, what concurrent GETs and PUTs see, and the limits.
+ */
+#ifndef RDMX_KV_H
+#define RDMX_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdmx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RDMX_KV_PORT 7490
+#define RDMX_KV_KEY_MAX 250 /* bytes; keys are binary-safe */
+
+/* ------------------------------------------------------------------------ */
+/* Server                                                                   */
+
+struct rdmx_kv_server;
+
+enum {
+	RDMX_KV_SERVER_ATTR_MEMORY = 1 << 0,
+	RDMX_KV_SERVER_ATTR_THREADS = 1 << 1,
+};
+
+struct rdmx_kv_server_attr {
+	uint64_t mask; /* RDMX_KV_SERVER_ATTR_* bits of valid fields */
+	uint64_t memory; /* the value pool, bytes (1 GiB) */
+	uint32_t threads; /* workers, each with a srq and a loop (cores) */
+};
+
+/*
+ * rdmx_kv_server_create - allocate and register the pool, listen on @addr
+ * (as rdmx_listen) and serve from worker threads until destroyed.
+ * Errors: RDMX_ERR_INVALID (attr), RDMX_ERR_NOMEM, those of rdmx_listen and
+ * rdmx_srq_create.
+ */
+rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
+				  const struct rdmx_kv_server_attr *attr,
+				  struct rdmx_kv_server **srv_p);
+
+int rdmx_kv_server_port(const struct rdmx_kv_server *srv);
+
+struct rdmx_kv_server_stats {
+	uint64_t keys, bytes_used, pool_bytes;
+	uint64_t gets, hits, puts, dels, refused_nomem;
+	uint64_t clients_open, clients_total;
+};
+void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
+			  struct rdmx_kv_server_stats *stats_p);
+
+/* Stop: close every client, free the pool. NULL is a no-op. */
+void rdmx_kv_server_destroy(struct rdmx_kv_server *srv);
+
+/* ------------------------------------------------------------------------ */
+/* Client                                                                   */
+
+struct rdmx_kv_client;
+
+enum {
+	RDMX_KV_ATTR_BUFFER_BYTES = 1 << 0,
+	RDMX_KV_ATTR_TIMEOUT_MS = 1 << 1,
+	RDMX_KV_ATTR_GET_ROOM = 1 << 2,
+};
+
+struct rdmx_kv_attr {
+	uint64_t mask; /* RDMX_KV_ATTR_* bits of valid fields */
+	uint64_t buffer_bytes; /* the registered buffer (64 MiB) */
+	uint32_t timeout_ms; /* connect, and each synchronous call (5000) */
+	/* Room a GET reserves when the caller names none (1 MiB). */
+	uint64_t get_room;
+};
+
+/*
+ * rdmx_kv_connect - connect to "HOST[:PORT]" (RDMX_KV_PORT when none is
+ * given) and register the buffer. Errors: those of rdmx_connect and
+ * rdmx_mr_reg, RDMX_ERR_INVALID.
+ */
+rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
+			    const struct rdmx_kv_attr *attr,
+			    struct rdmx_kv_client **c_p);
+
+/* Close and free; outstanding requests are dropped. NULL is a no-op. */
+void rdmx_kv_close(struct rdmx_kv_client *c);
+
+/*
+ * The client's registered buffer: a PUT of a value that lies inside it is
+ * pulled from there with no copy.
+ */
+void rdmx_kv_buffer(const struct rdmx_kv_client *c, void **addr_p,
+		    size_t *len_p);
+
+/* A value that landed in the client's buffer; valid until released. */
+struct rdmx_kv_value {
+	const void *data;
+	uint64_t len;
+	uint64_t off, room; /* its reservation in the buffer */
+};
+
+/*
+ * Synchronous calls. Each waits for its answer (at most timeout_ms).
+ * Errors: RDMX_ERR_NOT_FOUND (no such key), RDMX_ERR_LOCAL_LENGTH (the
+ * value is larger than the room offered: *len_p says how large),
+ * RDMX_ERR_NOMEM (the server's pool is full, or no room in the client's
+ * buffer), RDMX_ERR_INVALID (key empty or longer than RDMX_KV_KEY_MAX),
+ * RDMX_ERR_CONN_LOST (the server is gone or did not answer).
+ */
+rdmx_status rdmx_kv_put(struct rdmx_kv_client *c, const void *key, size_t klen,
+			const void *val, uint64_t vlen);
+/* Copy the value into @out (@room bytes); *len_p gets its length. */
+rdmx_status rdmx_kv_get(struct rdmx_kv_client *c, const void *key, size_t klen,
+			void *out, uint64_t room, uint64_t *len_p);
+/* Zero copy: *v points into the client's buffer until rdmx_kv_release. */
+rdmx_status rdmx_kv_get_ref(struct rdmx_kv_client *c, const void *key,
+			    size_t klen, struct rdmx_kv_value *v);
+void rdmx_kv_release(struct rdmx_kv_client *c, struct rdmx_kv_value *v);
+rdmx_status rdmx_kv_del(struct rdmx_kv_client *c, const void *key, size_t klen);
+
+/*
+ * Asynchronous forms: post many, then poll for their results, in any
+ * order. A GET's value stays in the buffer until released (result.value).
+ * @room 0: attr.get_room. A PUT's value is copied into the client's
+ * buffer when posted (or used in place when it lies there already), so
+ * the caller's memory is free at once. Returns RDMX_ERR_AGAIN when the
+ * pipe or the buffer is full: poll, then retry.
+ */
+enum rdmx_kv_op { RDMX_KV_GET = 1, RDMX_KV_PUT, RDMX_KV_DEL };
+
+struct rdmx_kv_result {
+	uint64_t tag; /* as posted */
+	enum rdmx_kv_op op;
+	rdmx_status status;
+	struct rdmx_kv_value value; /* GET: RDMX_OK; len also on LOCAL_LENGTH */
+};
+
+rdmx_status rdmx_kv_post_get(struct rdmx_kv_client *c, const void *key,
+			     size_t klen, uint64_t room, uint64_t tag);
+rdmx_status rdmx_kv_post_put(struct rdmx_kv_client *c, const void *key,
+			     size_t klen, const void *val, uint64_t vlen,
+			     uint64_t tag);
+rdmx_status rdmx_kv_post_del(struct rdmx_kv_client *c, const void *key,
+			     size_t klen, uint64_t tag);
+/*
+ * Take up to @max results, waiting up to @timeout_ms (0: not at all) for
+ * the first. Returns the number taken or a negative status.
+ */
+int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
+		 int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RDMX_KV_H */

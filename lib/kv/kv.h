@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* lib/kv internals: the store (kv_store.c), shared by the server's workers. */
+#ifndef RDMX_LIB_KV_H
+#define RDMX_LIB_KV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv_proto.h"
+#include "rdmx.h"
+#include "rdmx_kv.h"
+
+#define kv_log(level, ...) rdmx_log(level, "kv: " __VA_ARGS__)
+
+struct kv_item {
+	struct kv_item *hnext, *lprev, *lnext;
+	uint64_t hash, off, vlen;
+	uint32_t refs; /* GETs WRITing from it, and an unpublished PUT */
+	uint16_t klen;
+	int8_t order; /* its buddy block; -1: none (an empty value) */
+	bool dead; /* out of the index: freed at the last unref */
+	uint8_t key[];
+};
+
+struct kv_store_stats {
+	uint64_t keys, bytes_used, pool_bytes;
+	uint64_t gets, hits, puts, dels, refused_nomem, evicted;
+};
+
+struct kv_store;
+
+/* A pool of @pool_len bytes; with @evict_lru, a full pool evicts. */
+int kv_store_create(uint64_t pool_len, bool evict_lru, struct kv_store **s_p);
+void kv_store_destroy(struct kv_store *s);
+uint8_t *kv_store_pool(struct kv_store *s, uint64_t *len_p);
+
+/* Everything below runs under the store's lock. */
+void kv_store_lock(struct kv_store *s);
+void kv_store_unlock(struct kv_store *s);
+/* The item of @key with a reference taken (kv_unref it), or NULL. */
+struct kv_item *kv_get(struct kv_store *s, const void *key, size_t klen);
+/*
+ * A new item with a block for @vlen bytes, not yet in the index: fill
+ * the pool at item->off, then kv_publish (or kv_abandon). NULL when the
+ * pool is full (after eviction, with it).
+ */
+struct kv_item *kv_prepare(struct kv_store *s, const void *key, size_t klen,
+			   uint64_t vlen);
+/* Make @it the key's value; the old one goes once no GET reads it. */
+void kv_publish(struct kv_store *s, struct kv_item *it);
+void kv_abandon(struct kv_store *s, struct kv_item *it);
+void kv_unref(struct kv_store *s, struct kv_item *it);
+bool kv_del(struct kv_store *s, const void *key, size_t klen);
+void kv_store_stats(struct kv_store *s, struct kv_store_stats *st_p);
+
+#endif

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The KV store's wire format. Requests and answers are SENDs; a GET's value
+ * arrives by the server's WRITE into the client's buffer before the answer,
+ * a large PUT's value is taken by the server's READ from it. Fields are
+ * big-endian at fixed offsets.
+ *
+ *   REQUEST  0 magic u32 | 4 op u8 | 5 reserved u8 | 6 key_len u16 |
+ *            8 req_id u64 | 16 a u64 | 24 b u64 | 32 key | value (inline)
+ *     HELLO     payload: the client buffer's rdmx_remote_pack (24 bytes)
+ *     GET       a: offset in the client's buffer, b: room there
+ *     PUT       a: value length; the value follows the key
+ *     PUT_READ  a: offset of the value in the client's buffer, b: length
+ *     DEL
+ *   ANSWER   0 magic u32 | 4 status u8 | 5 reserved[3] | 8 req_id u64 |
+ *            16 len u64 (GET: the value's length; TOO_LARGE: the room needed)
+ */
+#ifndef RDMX_KV_PROTO_H
+#define RDMX_KV_PROTO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdmx.h"
+#include "rdmx_kv.h"
+
+#define KV_MAGIC 0x524b5631u /* "RKV1" */
+#define KV_REQ_HDR 32
+#define KV_ANSWER_LEN 24
+#define KV_MSG 8192 /* a request's RECV buffer */
+/* Values up to this travel inline in a PUT (with the longest key). */
+#define KV_INLINE_MAX (KV_MSG - KV_REQ_HDR - RDMX_KV_KEY_MAX)
+
+_Static_assert(KV_INLINE_MAX >= 4096, "4 KiB values travel inline");
+
+enum kv_op {
+	KV_OP_HELLO = 1,
+	KV_OP_GET,
+	KV_OP_PUT,
+	KV_OP_PUT_READ,
+	KV_OP_DEL,
+};
+
+enum kv_status {
+	KV_OK = 0,
+	KV_NOT_FOUND,
+	KV_TOO_LARGE,
+	KV_NOMEM,
+	KV_BAD,
+};
+
+struct kv_req {
+	uint8_t op; /* enum kv_op */
+	uint16_t key_len;
+	uint64_t req_id, a, b;
+	const uint8_t *key; /* into the message */
+	const uint8_t *payload; /* after the key */
+	uint32_t payload_len;
+};
+
+struct kv_answer {
+	uint8_t status; /* enum kv_status */
+	uint64_t req_id, len;
+};
+
+/* Encode the header of @r at @buf; the key and payload follow it there. */
+void kv_req_encode(uint8_t *buf, const struct kv_req *r);
+/* Decode @len bytes; false when malformed (lengths checked). */
+bool kv_req_decode(const uint8_t *buf, uint32_t len, struct kv_req *r);
+void kv_answer_encode(uint8_t *buf, const struct kv_answer *a);
+bool kv_answer_decode(const uint8_t *buf, uint32_t len, struct kv_answer *a);
+
+#endif

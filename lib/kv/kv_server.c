@@ -1,0 +1,698 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The KV server: one accepting thread hands each new client to a worker,
+ * round-robin; each worker has its own cq, a shared receive queue for all
+ * its clients' requests, and one loop. A GET's value goes out by a WRITE
+ * straight from the pool, followed by the answer's SEND: the SEND
+ * completes only after the WRITE has (in order, on one connection), so
+ * its completion is where the GET lets go of the item. A large PUT is
+ * pulled with one READ into a fresh block, published when it lands.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kv.h"
+
+#define KV_RECVS 512 /* srq RECVs per worker */
+#define KV_OPS_CHUNK 1024
+#define KV_OPS_MAX (64 * KV_OPS_CHUNK) /* per worker */
+#define KV_TAG_WRITE 1ull /* wr_id bit: an unsignaled WRITE's error */
+
+struct kv_client {
+	/* Written by the worker only: from its first request, or when it
+	 * takes the client in (accepted, handed over under the lock). */
+	struct rdmx_conn *conn;
+	struct rdmx_conn *accepted;
+	struct rdmx_remote buf; /* the client's buffer, after HELLO */
+	bool hello, closed;
+	struct kv_client *next_closing, *next_incoming;
+};
+
+enum kv_work_kind { KV_ANSWER, KV_GET_ANSWER, KV_PUT_READ };
+
+/* One request in flight; its answer is sent from here (registered). */
+struct kv_work {
+	uint8_t answer[KV_ANSWER_LEN];
+	enum kv_work_kind kind;
+	struct kv_client *cl;
+	struct kv_item *item;
+	uint64_t req_id;
+	struct rdmx_mr *mr; /* its chunk's */
+	struct kv_work *next_free;
+} __attribute__((aligned(64)));
+
+struct kv_work_chunk {
+	struct kv_work op[KV_OPS_CHUNK];
+	struct rdmx_mr *mr;
+	struct kv_work_chunk *next;
+};
+
+struct kv_worker {
+	struct rdmx_kv_server *srv;
+	struct rdmx_cq *cq;
+	struct rdmx_srq *srq;
+	uint8_t *rbuf; /* KV_RECVS x KV_MSG */
+	struct rdmx_mr *rmr;
+	struct kv_work *free_ops;
+	struct kv_work_chunk *chunks;
+	uint32_t nops;
+	pthread_mutex_t lock; /* incoming */
+	struct kv_client *incoming; /* handed over, not yet taken in */
+	struct kv_client **clients;
+	uint32_t nclients, clients_cap;
+	struct kv_client *closing;
+	double next_check_ms;
+	pthread_t thread;
+	bool started;
+};
+
+struct rdmx_kv_server {
+	struct rdmx_ctx *ctx;
+	struct rdmx_listener *lst;
+	struct kv_store *store;
+	uint8_t *pool;
+	uint64_t pool_len;
+	struct rdmx_mr *pool_mr;
+	struct kv_worker *w;
+	uint32_t nworkers, next_worker;
+	pthread_t accepter;
+	bool accepting;
+	atomic_bool stop;
+	atomic_uint_fast64_t clients_open, clients_total;
+};
+
+static double kv_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+static struct kv_work *kv_work_get(struct kv_worker *w)
+{
+	struct kv_work *op = w->free_ops;
+
+	if (!op && w->nops < KV_OPS_MAX) {
+		struct kv_work_chunk *ch = aligned_alloc(64, sizeof(*ch));
+
+		if (ch &&
+		    rdmx_mr_reg(w->srv->ctx, ch, sizeof(*ch),
+				RDMX_ACCESS_LOCAL_WRITE, &ch->mr) == RDMX_OK) {
+			for (int i = 0; i < KV_OPS_CHUNK; i++) {
+				ch->op[i].mr = ch->mr;
+				ch->op[i].next_free = w->free_ops;
+				w->free_ops = &ch->op[i];
+			}
+			ch->next = w->chunks;
+			w->chunks = ch;
+			w->nops += KV_OPS_CHUNK;
+		} else {
+			free(ch);
+		}
+		op = w->free_ops;
+	}
+	if (op)
+		w->free_ops = op->next_free;
+	return op;
+}
+
+static void kv_work_put(struct kv_worker *w, struct kv_work *op)
+{
+	op->next_free = w->free_ops;
+	w->free_ops = op;
+}
+
+/* ---- clients ------------------------------------------------------------ */
+
+static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
+			    const char *why);
+
+/* Take in the clients the accepter handed over since last time. */
+static void kv_client_take(struct kv_worker *w)
+{
+	struct kv_client *cl;
+
+	pthread_mutex_lock(&w->lock);
+	cl = w->incoming;
+	w->incoming = NULL;
+	for (struct kv_client *c = cl; c; c = c->next_incoming)
+		c->conn = c->accepted;
+	pthread_mutex_unlock(&w->lock);
+	while (cl) {
+		struct kv_client *next = cl->next_incoming;
+
+		if (cl->closed) { /* ended before it was taken in */
+			cl = next;
+			continue;
+		}
+		if (w->nclients == w->clients_cap) {
+			uint32_t cap = w->clients_cap ? 2 * w->clients_cap : 16;
+			void *p =
+				realloc(w->clients, cap * sizeof(*w->clients));
+
+			if (!p) { /* no room to watch it: end it */
+				kv_client_close(w, cl, "no memory for it");
+				cl = next;
+				continue;
+			}
+			w->clients = p;
+			w->clients_cap = cap;
+		}
+		w->clients[w->nclients++] = cl;
+		cl = next;
+	}
+}
+
+/*
+ * End @cl. Its connection is closed only once the cq is empty (a request
+ * of it may still wait there, naming the connection), and the client is
+ * freed once the cq has been emptied again of the work that close flushed.
+ */
+static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
+			    const char *why)
+{
+	if (cl->closed)
+		return;
+	if (why)
+		kv_log(RDMX_LOG_WARN, "client closed: %s", why);
+	cl->closed = true;
+	for (uint32_t i = 0; i < w->nclients; i++)
+		if (w->clients[i] == cl) {
+			w->clients[i] = w->clients[--w->nclients];
+			break;
+		}
+	cl->next_closing = w->closing;
+	w->closing = cl;
+	atomic_fetch_sub(&w->srv->clients_open, 1);
+}
+
+/* The cq is empty: free what was closed before, close what is closing. */
+static void kv_client_reap(struct kv_worker *w)
+{
+	for (struct kv_client **pp = &w->closing; *pp;) {
+		struct kv_client *cl = *pp;
+
+		if (cl->conn) {
+			rdmx_conn_close(cl->conn); /* flushes into the cq */
+			cl->conn = NULL;
+			pp = &cl->next_closing;
+			continue;
+		}
+		*pp = cl->next_closing;
+		free(cl);
+	}
+}
+
+/* With a srq, a client's end completes nothing: look now and then. */
+static void kv_client_check(struct kv_worker *w)
+{
+	double now = kv_now_ms();
+
+	if (now < w->next_check_ms)
+		return;
+	w->next_check_ms = now + 100;
+	for (uint32_t i = 0; i < w->nclients;) {
+		struct kv_client *cl = w->clients[i];
+
+		if (rdmx_conn_check(cl->conn) != RDMX_OK)
+			kv_client_close(w, cl, NULL);
+		else
+			i++;
+	}
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static void kv_send_answer(struct kv_worker *w, struct kv_work *op,
+			   uint8_t status, uint64_t len)
+{
+	struct kv_answer a = { status, op->req_id, len };
+	struct rdmx_sge sg = { op->answer, KV_ANSWER_LEN, op->mr };
+
+	kv_answer_encode(op->answer, &a);
+	if (op->cl->closed ||
+	    rdmx_post_send(op->cl->conn, &sg, (uintptr_t)op) != RDMX_OK) {
+		if (!op->cl->closed)
+			kv_client_close(w, op->cl,
+					"its answers do not fit the "
+					"send queue");
+		if (op->item) {
+			kv_store_lock(w->srv->store);
+			kv_unref(w->srv->store, op->item);
+			kv_store_unlock(w->srv->store);
+		}
+		kv_work_put(w, op);
+	}
+}
+
+static void kv_do_get(struct kv_worker *w, struct kv_work *op,
+		      const struct kv_req *r)
+{
+	struct kv_client *cl = op->cl;
+	struct kv_store *s = w->srv->store;
+	struct kv_item *it;
+
+	kv_store_lock(s);
+	it = kv_get(s, r->key, r->key_len);
+	kv_store_unlock(s);
+	if (!it) {
+		kv_send_answer(w, op, KV_NOT_FOUND, 0);
+		return;
+	}
+	op->item = it;
+	op->kind = KV_GET_ANSWER;
+	if (it->vlen > r->b) {
+		kv_send_answer(w, op, KV_TOO_LARGE, it->vlen);
+		return;
+	}
+	if (r->a > cl->buf.length || it->vlen > cl->buf.length - r->a) {
+		kv_send_answer(w, op, KV_BAD, 0);
+		return;
+	}
+	if (it->vlen) {
+		struct rdmx_wr wr = {
+			.wr_id = (uintptr_t)cl | KV_TAG_WRITE,
+			.opcode = RDMX_OP_WRITE,
+			.num_sge = 1,
+			.remote_addr = cl->buf.addr + r->a,
+			.rkey = cl->buf.rkey,
+			.flags = RDMX_WR_UNSIGNALED,
+		};
+		struct rdmx_sge sg = { w->srv->pool + it->off,
+				       (uint32_t)it->vlen, w->srv->pool_mr };
+
+		wr.sg_list = &sg;
+		if (rdmx_post(cl->conn, &wr) != RDMX_OK) {
+			kv_client_close(w, cl,
+					"its GETs do not fit the send "
+					"queue");
+			kv_send_answer(w, op, KV_BAD, 0); /* frees op */
+			return;
+		}
+	}
+	kv_send_answer(w, op, KV_OK, it->vlen);
+}
+
+static void kv_do_put(struct kv_worker *w, struct kv_work *op,
+		      const struct kv_req *r)
+{
+	struct kv_client *cl = op->cl;
+	struct kv_store *s = w->srv->store;
+	uint64_t vlen = r->op == KV_OP_PUT ? r->a : r->b;
+	struct kv_item *it;
+
+	if (r->op == KV_OP_PUT_READ &&
+	    (r->a > cl->buf.length || vlen > cl->buf.length - r->a ||
+	     vlen > UINT32_MAX)) {
+		kv_send_answer(w, op, KV_BAD, 0);
+		return;
+	}
+	kv_store_lock(s);
+	it = kv_prepare(s, r->key, r->key_len, vlen);
+	kv_store_unlock(s);
+	if (!it) {
+		kv_send_answer(w, op, KV_NOMEM, vlen);
+		return;
+	}
+	if (r->op == KV_OP_PUT || !vlen) {
+		/* Unpublished: the block is ours alone, no lock needed. */
+		memcpy(w->srv->pool + it->off, r->payload, vlen);
+		kv_store_lock(s);
+		kv_publish(s, it);
+		kv_store_unlock(s);
+		kv_send_answer(w, op, KV_OK, 0);
+		return;
+	}
+	struct rdmx_sge sg = { w->srv->pool + it->off, (uint32_t)vlen,
+			       w->srv->pool_mr };
+
+	op->kind = KV_PUT_READ;
+	op->item = it;
+	if (rdmx_post_read(cl->conn, &sg, cl->buf.addr + r->a, cl->buf.rkey,
+			   (uintptr_t)op) != RDMX_OK) {
+		kv_store_lock(s);
+		kv_abandon(s, it);
+		kv_store_unlock(s);
+		op->item = NULL;
+		kv_client_close(w, cl, "its PUTs do not fit the send queue");
+		kv_work_put(w, op);
+	}
+}
+
+static void kv_request(struct kv_worker *w, struct kv_client *cl,
+		       const uint8_t *msg, uint32_t len)
+{
+	struct kv_req r;
+	struct kv_work *op;
+	struct kv_store *s = w->srv->store;
+
+	if (!kv_req_decode(msg, len, &r) ||
+	    (r.op != KV_OP_HELLO && !cl->hello)) {
+		kv_client_close(w, cl, "a malformed request");
+		return;
+	}
+	op = kv_work_get(w);
+	if (!op) {
+		kv_client_close(w, cl, "more requests in flight than served");
+		return;
+	}
+	*op = (struct kv_work){
+		.kind = KV_ANSWER, .cl = cl, .req_id = r.req_id, .mr = op->mr
+	};
+	switch (r.op) {
+	case KV_OP_HELLO:
+		if (rdmx_remote_unpack(r.payload, r.payload_len, &cl->buf)) {
+			kv_work_put(w, op);
+			kv_client_close(w, cl, "a malformed hello");
+			return;
+		}
+		cl->hello = true;
+		kv_send_answer(w, op, KV_OK, 0);
+		return;
+	case KV_OP_GET:
+		kv_do_get(w, op, &r);
+		return;
+	case KV_OP_PUT:
+	case KV_OP_PUT_READ:
+		kv_do_put(w, op, &r);
+		return;
+	default: {
+		bool found;
+
+		kv_store_lock(s);
+		found = kv_del(s, r.key, r.key_len);
+		kv_store_unlock(s);
+		kv_send_answer(w, op, found ? KV_OK : KV_NOT_FOUND, 0);
+	}
+	}
+}
+
+/* A completion of work this worker posted (answers, WRITEs, READs). */
+static void kv_done(struct kv_worker *w, const struct rdmx_completion *wc)
+{
+	struct kv_store *s = w->srv->store;
+	struct kv_work *op;
+
+	if (wc->wr_id & KV_TAG_WRITE) { /* only a failed WRITE completes */
+		struct kv_client *cl =
+			(void *)(uintptr_t)(wc->wr_id & ~KV_TAG_WRITE);
+
+		kv_client_close(w, cl, "a WRITE into its buffer failed");
+		return;
+	}
+	op = (void *)(uintptr_t)wc->wr_id;
+	if (op->kind == KV_PUT_READ) {
+		struct kv_item *it = op->item;
+
+		op->item = NULL;
+		op->kind = KV_ANSWER;
+		kv_store_lock(s);
+		if (wc->status == RDMX_OK)
+			kv_publish(s, it);
+		else
+			kv_abandon(s, it);
+		kv_store_unlock(s);
+		if (wc->status == RDMX_OK) {
+			kv_send_answer(w, op, KV_OK, 0);
+			return;
+		}
+		kv_client_close(w, op->cl, "the READ of its value failed");
+		kv_work_put(w, op);
+		return;
+	}
+	if (op->item) {
+		kv_store_lock(s);
+		kv_unref(s, op->item);
+		kv_store_unlock(s);
+	}
+	if (wc->status != RDMX_OK)
+		kv_client_close(w, op->cl, NULL);
+	kv_work_put(w, op);
+}
+
+static rdmx_status kv_recv_post(struct kv_worker *w, uint32_t i)
+{
+	struct rdmx_sge sg = { w->rbuf + (size_t)i * KV_MSG, KV_MSG, w->rmr };
+
+	return rdmx_srq_post_recv(w->srq, &sg, 1, i);
+}
+
+static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
+{
+	struct kv_client *cl;
+
+	if (wc->opcode != RDMX_OP_RECV) {
+		kv_done(w, wc);
+		return;
+	}
+	if (wc->status != RDMX_OK)
+		return; /* the srq's RECVs flushed at its end */
+	/* Open until the cq is empty (kv_client_reap): safe to ask. */
+	cl = rdmx_conn_user_ctx(wc->conn);
+	if (cl && !cl->conn) /* before the accepter handed it over */
+		cl->conn = wc->conn;
+	if (cl && !cl->closed)
+		kv_request(w, cl, w->rbuf + wc->wr_id * KV_MSG, wc->byte_len);
+	kv_recv_post(w, (uint32_t)wc->wr_id);
+}
+
+static void *kv_worker_run(void *arg)
+{
+	struct kv_worker *w = arg;
+	struct rdmx_completion wc[32];
+
+	while (!atomic_load(&w->srv->stop)) {
+		int n = rdmx_poll(w->cq, wc, 32);
+
+		for (int i = 0; i < n; i++)
+			kv_completion(w, &wc[i]);
+		if (n > 0)
+			continue;
+		kv_client_reap(w);
+		kv_client_take(w);
+		kv_client_check(w);
+		rdmx_cq_wait(w->cq, 20);
+	}
+	return NULL;
+}
+
+/* ---- workers and the server --------------------------------------------- */
+
+static rdmx_status kv_worker_open(struct rdmx_kv_server *srv,
+				  struct kv_worker *w)
+{
+	struct rdmx_srq_attr sa = { .mask = RDMX_SRQ_ATTR_MAX_WR,
+				    .max_wr = KV_RECVS };
+	rdmx_status st;
+
+	w->srv = srv;
+	pthread_mutex_init(&w->lock, NULL);
+	st = rdmx_cq_create(srv->ctx, &w->cq);
+	if (st)
+		return st;
+	sa.cq = w->cq;
+	st = rdmx_srq_create(srv->ctx, &sa, &w->srq);
+	if (st)
+		return st;
+	w->rbuf = aligned_alloc(64, (size_t)KV_RECVS * KV_MSG);
+	if (!w->rbuf)
+		return RDMX_ERR_NOMEM;
+	st = rdmx_mr_reg(srv->ctx, w->rbuf, (size_t)KV_RECVS * KV_MSG,
+			 RDMX_ACCESS_LOCAL_WRITE, &w->rmr);
+	for (uint32_t i = 0; i < KV_RECVS && !st; i++)
+		st = kv_recv_post(w, i);
+	return st;
+}
+
+static void kv_worker_close(struct kv_worker *w)
+{
+	struct rdmx_completion wc[32];
+	int n;
+
+	if (w->cq) {
+		kv_client_take(w);
+		while (w->nclients)
+			kv_client_close(w, w->clients[0], NULL);
+		/* Twice: close them, then free them once their flushed
+		 * answers and READs have given their items back. */
+		for (int round = 0; round < 2; round++) {
+			while ((n = rdmx_poll(w->cq, wc, 32)) > 0)
+				for (int i = 0; i < n; i++)
+					if (wc[i].opcode != RDMX_OP_RECV)
+						kv_done(w, &wc[i]);
+			kv_client_reap(w);
+		}
+	}
+	rdmx_srq_destroy(w->srq); /* its RECVs flush into the cq */
+	while (w->cq && rdmx_poll(w->cq, wc, 32) > 0)
+		;
+	rdmx_mr_dereg(w->rmr);
+	free(w->rbuf);
+	while (w->chunks) {
+		struct kv_work_chunk *ch = w->chunks;
+
+		w->chunks = ch->next;
+		rdmx_mr_dereg(ch->mr);
+		free(ch);
+	}
+	rdmx_cq_destroy(w->cq);
+	free(w->clients);
+	pthread_mutex_destroy(&w->lock);
+}
+
+static void kv_hand_over(struct kv_worker *w, struct kv_client *cl,
+			 struct rdmx_conn *conn)
+{
+	pthread_mutex_lock(&w->lock);
+	cl->accepted = conn;
+	cl->next_incoming = w->incoming;
+	w->incoming = cl;
+	pthread_mutex_unlock(&w->lock);
+	atomic_fetch_add(&w->srv->clients_open, 1);
+	atomic_fetch_add(&w->srv->clients_total, 1);
+}
+
+static void *kv_accepter(void *arg)
+{
+	struct rdmx_kv_server *srv = arg;
+
+	struct kv_client *cl = NULL;
+
+	while (!atomic_load(&srv->stop)) {
+		struct kv_worker *w = &srv->w[srv->next_worker];
+		/* The client rides on the connection, so its first request
+		 * finds it even before the worker takes it in. */
+		struct rdmx_conn *conn;
+		struct rdmx_conn_attr ca = { .mask = RDMX_CONN_ATTR_SRQ |
+						     RDMX_CONN_ATTR_USER_CTX,
+					     .cq = w->cq,
+					     .srq = w->srq };
+
+		if (!cl && !(cl = calloc(1, sizeof(*cl)))) {
+			usleep(10000);
+			continue;
+		}
+		ca.user_ctx = cl;
+		if (rdmx_accept(srv->lst, &ca, 100, &conn) != RDMX_OK)
+			continue;
+		kv_hand_over(w, cl, conn);
+		cl = NULL;
+		srv->next_worker = (srv->next_worker + 1) % srv->nworkers;
+	}
+	free(cl);
+	return NULL;
+}
+
+rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
+				  const struct rdmx_kv_server_attr *attr,
+				  struct rdmx_kv_server **srv_p)
+{
+	uint64_t mask = attr ? attr->mask : 0;
+	uint64_t memory = mask & RDMX_KV_SERVER_ATTR_MEMORY ? attr->memory
+							    : 1ull << 30;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t threads = mask & RDMX_KV_SERVER_ATTR_THREADS
+				   ? attr->threads
+				   : (uint32_t)(cores > 0 ? cores : 1);
+	struct rdmx_kv_server *srv;
+	rdmx_status st;
+
+	if (!ctx || !srv_p || memory < 4096 || !threads || threads > 256) {
+		kv_log(RDMX_LOG_ERROR, "the pool is at least 4k, and 1 to 256 "
+				       "threads serve it");
+		return RDMX_ERR_INVALID;
+	}
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return RDMX_ERR_NOMEM;
+	srv->ctx = ctx;
+	srv->nworkers = threads;
+	srv->w = calloc(threads, sizeof(*srv->w));
+	if (!srv->w || kv_store_create(memory, false, &srv->store)) {
+		kv_log(RDMX_LOG_ERROR, "no memory for a pool of %llu bytes",
+		       (unsigned long long)memory);
+		st = RDMX_ERR_NOMEM;
+		goto err;
+	}
+	srv->pool = kv_store_pool(srv->store, &srv->pool_len);
+	st = rdmx_mr_reg(ctx, srv->pool, srv->pool_len, RDMX_ACCESS_LOCAL_WRITE,
+			 &srv->pool_mr);
+	for (uint32_t i = 0; i < threads && !st; i++)
+		st = kv_worker_open(srv, &srv->w[i]);
+	if (!st)
+		st = rdmx_listen(ctx, addr, &srv->lst);
+	if (st)
+		goto err;
+	for (uint32_t i = 0; i < threads; i++) {
+		if (pthread_create(&srv->w[i].thread, NULL, kv_worker_run,
+				   &srv->w[i])) {
+			st = RDMX_ERR_SYSTEM;
+			goto err;
+		}
+		srv->w[i].started = true;
+	}
+	if (pthread_create(&srv->accepter, NULL, kv_accepter, srv)) {
+		st = RDMX_ERR_SYSTEM;
+		goto err;
+	}
+	srv->accepting = true;
+	*srv_p = srv;
+	return RDMX_OK;
+err:
+	rdmx_kv_server_destroy(srv);
+	return st;
+}
+
+int rdmx_kv_server_port(const struct rdmx_kv_server *srv)
+{
+	return rdmx_listener_port(srv->lst);
+}
+
+void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
+			  struct rdmx_kv_server_stats *out)
+{
+	struct kv_store_stats st;
+
+	kv_store_lock(srv->store);
+	kv_store_stats(srv->store, &st);
+	kv_store_unlock(srv->store);
+	*out = (struct rdmx_kv_server_stats){
+		.keys = st.keys,
+		.bytes_used = st.bytes_used,
+		.pool_bytes = st.pool_bytes,
+		.gets = st.gets,
+		.hits = st.hits,
+		.puts = st.puts,
+		.dels = st.dels,
+		.refused_nomem = st.refused_nomem,
+		.clients_open = atomic_load(&srv->clients_open),
+		.clients_total = atomic_load(&srv->clients_total),
+	};
+}
+
+void rdmx_kv_server_destroy(struct rdmx_kv_server *srv)
+{
+	if (!srv)
+		return;
+	atomic_store(&srv->stop, true);
+	if (srv->accepting)
+		pthread_join(srv->accepter, NULL);
+	rdmx_listener_close(srv->lst);
+	for (uint32_t i = 0; srv->w && i < srv->nworkers; i++) {
+		if (srv->w[i].started)
+			pthread_join(srv->w[i].thread, NULL);
+		if (srv->w[i].srv)
+			kv_worker_close(&srv->w[i]);
+	}
+	rdmx_mr_dereg(srv->pool_mr);
+	kv_store_destroy(srv->store);
+	free(srv->w);
+	free(srv);
+}

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: lib/kv over the transport the suite runs on: round trips
+ * from 0 B to 16 MiB, a missing key, 32 clients at once, GETs racing PUTs
+ * of one key, a full pool, a buffer too small, the async forms, and a
+ * server killed under load.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "rdmx_kv.h"
+
+/* A value whose every byte says which key and which version it is. */
+static void val_fill(uint8_t *p, uint64_t len, uint32_t key, uint32_t ver)
+{
+	for (uint64_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(key * 31 + ver * 7 + i % 251);
+}
+
+static bool val_check(const uint8_t *p, uint64_t len, uint32_t key,
+		      uint32_t ver)
+{
+	for (uint64_t i = 0; i < len; i++)
+		if (p[i] != (uint8_t)(key * 31 + ver * 7 + i % 251))
+			return false;
+	return true;
+}
+
+struct kvs {
+	struct side s;
+	struct rdmx_kv_server *srv;
+	char addr[80];
+};
+
+static void kvs_open(struct kvs *k, uint64_t memory)
+{
+	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_MEMORY |
+						 RDMX_KV_SERVER_ATTR_THREADS,
+					 .memory = memory,
+					 .threads = 2 };
+	char addr[80];
+
+	side_open(&k->s);
+	snprintf(addr, sizeof(addr), "%s:0", suite_addr());
+	assert_int_equal(rdmx_kv_server_create(k->s.ctx, addr, &a, &k->srv),
+			 RDMX_OK);
+	snprintf(k->addr, sizeof(k->addr), "%s:%d", suite_addr(),
+		 rdmx_kv_server_port(k->srv));
+}
+
+static void kvs_close(struct kvs *k)
+{
+	rdmx_kv_server_destroy(k->srv);
+	side_close(&k->s);
+}
+
+static struct rdmx_kv_client *client(struct side *s, const char *addr,
+				     uint64_t buffer)
+{
+	struct rdmx_kv_attr a = { .mask = RDMX_KV_ATTR_TIMEOUT_MS,
+				  .timeout_ms = (uint32_t)T_TIMEOUT_MS };
+	struct rdmx_kv_client *c = NULL;
+
+	if (buffer) {
+		a.mask |= RDMX_KV_ATTR_BUFFER_BYTES;
+		a.buffer_bytes = buffer;
+	}
+	assert_int_equal(rdmx_kv_connect(s->ctx, addr, &a, &c), RDMX_OK);
+	return c;
+}
+
+static void test_kv_round_trips_0b_to_16m(void **state)
+{
+	static const uint64_t sizes[] = { 0, 1, 4096, 1 << 20, 16 << 20 };
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc;
+	uint8_t *in = malloc(16 << 20), *out = malloc(16 << 20);
+
+	(void)state;
+	kvs_open(&k, 64 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 40 << 20);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char key[16];
+		uint64_t len = 1;
+		struct rdmx_kv_value v;
+
+		snprintf(key, sizeof(key), "key%zu", i);
+		val_fill(in, sizes[i], (uint32_t)i, 1);
+		assert_int_equal(rdmx_kv_put(kc, key, strlen(key), in,
+					     sizes[i]),
+				 RDMX_OK);
+		assert_int_equal(rdmx_kv_get(kc, key, strlen(key), out,
+					     16 << 20, &len),
+				 RDMX_OK);
+		assert_int_equal(len, sizes[i]);
+		assert_true(val_check(out, len, (uint32_t)i, 1));
+		/* Zero copy: read where the server wrote it. */
+		assert_int_equal(rdmx_kv_get_ref(kc, key, strlen(key), &v),
+				 RDMX_OK);
+		assert_int_equal(v.len, sizes[i]);
+		assert_true(val_check(v.data, v.len, (uint32_t)i, 1));
+		rdmx_kv_release(kc, &v);
+		assert_int_equal(rdmx_kv_del(kc, key, strlen(key)), RDMX_OK);
+		assert_int_equal(rdmx_kv_get(kc, key, strlen(key), out, 16,
+					     &len),
+				 RDMX_ERR_NOT_FOUND);
+	}
+	assert_int_equal(rdmx_kv_del(kc, "nokey", 5), RDMX_ERR_NOT_FOUND);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+	free(in);
+	free(out);
+}
+
+static void test_kv_room_too_small_says_size(void **state)
+{
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc, *small;
+	uint8_t in[10000], out[100];
+	uint64_t len = 0;
+
+	(void)state;
+	kvs_open(&k, 1 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	val_fill(in, sizeof(in), 3, 3);
+	assert_int_equal(rdmx_kv_put(kc, "big", 3, in, sizeof(in)), RDMX_OK);
+	assert_int_equal(rdmx_kv_get(kc, "big", 3, out, sizeof(out), &len),
+			 RDMX_ERR_LOCAL_LENGTH);
+	assert_int_equal(len, sizeof(in));
+	/* A client whose whole buffer is smaller than the value. */
+	small = client(&c, k.addr, 4096);
+	struct rdmx_kv_value v;
+
+	assert_int_equal(rdmx_kv_get_ref(small, "big", 3, &v),
+			 RDMX_ERR_LOCAL_LENGTH);
+	assert_int_equal(v.len, sizeof(in));
+	/* ... and it goes on working. */
+	assert_int_equal(rdmx_kv_put(small, "k", 1, "v", 1), RDMX_OK);
+	assert_int_equal(rdmx_kv_get(small, "k", 1, out, sizeof(out), &len),
+			 RDMX_OK);
+	assert_int_equal(len, 1);
+	assert_int_equal(rdmx_kv_put(kc, "", 0, "v", 1), RDMX_ERR_INVALID);
+	rdmx_kv_close(small);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+}
+
+static void test_kv_pool_full_says_out_of_memory(void **state)
+{
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_server_stats st;
+	uint8_t *in = calloc(1, 300 << 10);
+	int stored = 0;
+	rdmx_status rc = RDMX_OK;
+
+	(void)state;
+	kvs_open(&k, 1 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	for (int i = 0; i < 10 && rc == RDMX_OK; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "k%d", i);
+		rc = rdmx_kv_put(kc, key, strlen(key), in, 300 << 10);
+		stored += rc == RDMX_OK;
+	}
+	assert_int_equal(rc, RDMX_ERR_NOMEM);
+	assert_true(stored >= 1 && stored <= 3);
+	/* Nothing lost: what was stored is still there, and a delete frees
+	 * room for another. */
+	assert_int_equal(rdmx_kv_del(kc, "k0", 2), RDMX_OK);
+	assert_int_equal(rdmx_kv_put(kc, "again", 5, in, 300 << 10), RDMX_OK);
+	rdmx_kv_server_stats(k.srv, &st);
+	assert_true(st.refused_nomem >= 1);
+	assert_int_equal(st.keys, (uint64_t)stored);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+	free(in);
+}
+
+/* ---- many clients, and GETs racing PUTs --------------------------------- */
+
+struct worker {
+	const char *addr;
+	int id;
+	int bad;
+	pthread_t t;
+};
+
+static void *many_run(void *arg)
+{
+	struct worker *w = arg;
+	struct side s;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_attr a = { .mask = RDMX_KV_ATTR_BUFFER_BYTES |
+					  RDMX_KV_ATTR_TIMEOUT_MS,
+				  .buffer_bytes = 1 << 20,
+				  .timeout_ms = (uint32_t)T_TIMEOUT_MS };
+	uint8_t in[5000], out[5000];
+	rdmx_status st;
+
+	side_open(&s);
+	st = rdmx_kv_connect(s.ctx, w->addr, &a, &kc);
+	if (st) {
+		print_message("client %d: %s\n", w->id, rdmx_strerror(st));
+		w->bad = 1;
+		side_close(&s);
+		return NULL;
+	}
+	for (int i = 0; i < 50 && !w->bad; i++) {
+		char key[32];
+		uint64_t len = 0, n = 100 + (uint64_t)(i * 97 + w->id) % 4900;
+
+		snprintf(key, sizeof(key), "c%d-%d", w->id, i);
+		val_fill(in, n, (uint32_t)w->id, (uint32_t)i);
+		if (rdmx_kv_put(kc, key, strlen(key), in, n) ||
+		    rdmx_kv_get(kc, key, strlen(key), out, sizeof(out), &len) ||
+		    len != n ||
+		    !val_check(out, n, (uint32_t)w->id, (uint32_t)i))
+			w->bad = 2;
+	}
+	rdmx_kv_close(kc);
+	side_close(&s);
+	return NULL;
+}
+
+static void test_kv_32_clients_in_parallel(void **state)
+{
+	struct kvs k;
+	struct worker w[32];
+
+	(void)state;
+	kvs_open(&k, 64 << 20);
+	for (int i = 0; i < 32; i++) {
+		w[i] = (struct worker){ k.addr, i, 0, 0 };
+		pthread_create(&w[i].t, NULL, many_run, &w[i]);
+	}
+	for (int i = 0; i < 32; i++) {
+		pthread_join(w[i].t, NULL);
+		if (w[i].bad)
+			fail_msg("client %d: %s", i,
+				 w[i].bad == 1 ? "no connection"
+					       : "a value came back wrong");
+	}
+	kvs_close(&k);
+}
+
+struct racer {
+	const char *addr;
+	atomic_bool *stop;
+	int torn;
+	atomic_int gets;
+	pthread_t t;
+};
+
+#define RACE_LEN (64 << 10)
+
+/* Every byte of a version-v value is the same: (v * 13) & 0xff. */
+static void *racer_get(void *arg)
+{
+	struct racer *r = arg;
+	struct side s;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_value v;
+
+	side_open(&s);
+	kc = client(&s, r->addr, 0);
+	while (!atomic_load(r->stop)) {
+		if (rdmx_kv_get_ref(kc, "race", 4, &v))
+			continue;
+		atomic_fetch_add(&r->gets, 1);
+		const uint8_t *p = v.data;
+
+		for (uint64_t i = 1; i < v.len; i++)
+			if (p[i] != p[0]) {
+				r->torn++;
+				break;
+			}
+		rdmx_kv_release(kc, &v);
+	}
+	rdmx_kv_close(kc);
+	side_close(&s);
+	return NULL;
+}
+
+static void test_kv_get_racing_put_never_torn(void **state)
+{
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc;
+	atomic_bool stop = false;
+	struct racer r[2];
+	uint8_t *val = malloc(RACE_LEN);
+
+	(void)state;
+	kvs_open(&k, 8 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	memset(val, 0, RACE_LEN);
+	assert_int_equal(rdmx_kv_put(kc, "race", 4, val, RACE_LEN), RDMX_OK);
+	for (int i = 0; i < 2; i++) {
+		r[i] = (struct racer){ .addr = k.addr, .stop = &stop };
+		pthread_create(&r[i].t, NULL, racer_get, &r[i]);
+	}
+	/* Until each reader has raced a few hundred PUTs (they connect
+	 * while the first ones go by). */
+	for (int v = 1; v < 100000; v++) {
+		memset(val, (v * 13) & 0xff, RACE_LEN);
+		assert_int_equal(rdmx_kv_put(kc, "race", 4, val, RACE_LEN),
+				 RDMX_OK);
+		if (v % 3 == 0) /* deletes race too */
+			assert_int_equal(rdmx_kv_del(kc, "race", 4), RDMX_OK);
+		if (v >= 300 && atomic_load(&r[0].gets) >= 200 &&
+		    atomic_load(&r[1].gets) >= 200)
+			break;
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(r[i].t, NULL);
+		print_message("reader %d: %d GETs, %d torn\n", i,
+			      atomic_load(&r[i].gets), r[i].torn);
+		assert_int_equal(r[i].torn, 0);
+		assert_true(atomic_load(&r[i].gets) >= 200);
+	}
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+	free(val);
+}
+
+static void test_kv_async_pipeline(void **state)
+{
+	enum { N = 500 };
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_result res[16];
+	uint8_t in[3000];
+	int posted = 0, done = 0, got = 0;
+
+	(void)state;
+	kvs_open(&k, 16 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	while (done < N) {
+		while (posted < N) {
+			char key[16];
+
+			snprintf(key, sizeof(key), "a%d", posted);
+			val_fill(in, sizeof(in), (uint32_t)posted, 2);
+			rdmx_status st = rdmx_kv_post_put(kc, key, strlen(key),
+							  in, sizeof(in),
+							  (uint64_t)posted);
+
+			if (st == RDMX_ERR_AGAIN)
+				break;
+			assert_int_equal(st, RDMX_OK);
+			posted++;
+		}
+		int n = rdmx_kv_poll(kc, res, 16, T_TIMEOUT_MS);
+
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(res[i].status, RDMX_OK);
+		done += n;
+	}
+	/* GETs in flight together, each value read where it landed. */
+	for (posted = 0, done = 0; done < N;) {
+		while (posted < N) {
+			char key[16];
+
+			snprintf(key, sizeof(key), "a%d", posted);
+			if (rdmx_kv_post_get(kc, key, strlen(key), 4096,
+					     (uint64_t)posted) ==
+			    RDMX_ERR_AGAIN)
+				break;
+			posted++;
+		}
+		int n = rdmx_kv_poll(kc, res, 16, T_TIMEOUT_MS);
+
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(res[i].status, RDMX_OK);
+			assert_int_equal(res[i].op, RDMX_KV_GET);
+			got += val_check(res[i].value.data, res[i].value.len,
+					 (uint32_t)res[i].tag, 2) &&
+			       res[i].value.len == sizeof(in);
+			rdmx_kv_release(kc, &res[i].value);
+		}
+		done += n;
+	}
+	assert_int_equal(got, N);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+}
+
+/* ---- a server killed under load ----------------------------------------- */
+
+static int kv_server_child(int port, int flag)
+{
+	struct rdmx_ctx *ctx;
+	struct rdmx_kv_server *srv;
+	char addr[80];
+
+	(void)flag;
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	if (rdmx_ctx_create(NULL, &ctx) ||
+	    rdmx_kv_server_create(ctx, addr, NULL, &srv))
+		return 2;
+	pause();
+	return 0;
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	inet_pton(AF_INET, suite_addr(), &a.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	getsockname(fd, (struct sockaddr *)&a, &l);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static void test_kv_server_killed_errors_not_hangs(void **state)
+{
+	int port = free_port();
+	pid_t pid = spawn("kv_server_child", port, 0);
+	struct side c;
+	struct rdmx_kv_client *kc = NULL;
+	struct rdmx_kv_result res[16];
+	char addr[80];
+	uint8_t in[4096] = { 0 };
+	rdmx_status st = RDMX_ERR_CONN_REFUSED;
+	int lost = 0;
+
+	(void)state;
+	side_open(&c);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	for (int i = 0; i < 200 && st == RDMX_ERR_CONN_REFUSED; i++) {
+		st = rdmx_kv_connect(c.ctx, addr, NULL, &kc);
+		if (st == RDMX_ERR_CONN_REFUSED)
+			usleep(50000);
+	}
+	assert_int_equal(st, RDMX_OK);
+	for (int i = 0; i < 32; i++)
+		assert_int_equal(rdmx_kv_post_put(kc, "k", 1, in, sizeof(in),
+						  (uint64_t)i),
+				 RDMX_OK);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* Whatever had not been answered fails; then every call fails. */
+	for (int n; (n = rdmx_kv_poll(kc, res, 16, T_TIMEOUT_MS)) > 0;)
+		for (int i = 0; i < n; i++)
+			lost += res[i].status == RDMX_ERR_CONN_LOST;
+	print_message("%d of 32 PUTs lost with the server\n", lost);
+	assert_int_equal(rdmx_kv_get(kc, "k", 1, in, sizeof(in), NULL),
+			 RDMX_ERR_CONN_LOST);
+	rdmx_kv_close(kc);
+	side_close(&c);
+}
+
+static const struct child children[] = {
+	{ "kv_server_child", kv_server_child },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kv_round_trips_0b_to_16m),
+		cmocka_unit_test(test_kv_room_too_small_says_size),
+		cmocka_unit_test(test_kv_pool_full_says_out_of_memory),
+		cmocka_unit_test(test_kv_32_clients_in_parallel),
+		cmocka_unit_test(test_kv_get_racing_put_never_torn),
+		cmocka_unit_test(test_kv_async_pipeline),
+		cmocka_unit_test(test_kv_server_killed_errors_not_hangs),
+	};
+
+	harness_children(argc, argv, children);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
