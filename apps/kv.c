@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rdmx kv serve|put|get|del - the KV store from the command line (lib/kv).
+ *
+ *   serve [:PORT] [--memory-mb N] [--threads N]   until SIGINT/SIGTERM
+ *   put HOST[:PORT] KEY [VALUE | -f FILE]          no VALUE: stdin
+ *   get HOST[:PORT] KEY [-o FILE]                  the bytes to stdout
+ *   del HOST[:PORT] KEY
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "rdmx_kv.h"
+
+struct kv_opts {
+	const char *config, *file, *out;
+	uint64_t memory_mb, threads, buffer_mb;
+};
+
+static void kv_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmx kv serve [:PORT] [options]\n"
+		"       rdmx kv put HOST[:PORT] KEY [VALUE | -f FILE]\n"
+		"       rdmx kv get HOST[:PORT] KEY [-o FILE]\n"
+		"       rdmx kv del HOST[:PORT] KEY\n"
+		"  A key-value store whose server RDMA-writes each value into\n"
+		"  the client's buffer (port %d when none is given).\n"
+		"options (serve):\n"
+		"      --memory-mb N   the value pool (default 1024)\n"
+		"      --threads N     workers (default: one per core)\n"
+		"      --metrics ADDR:PORT  Prometheus /metrics and JSON /status\n"
+		"options (clients):\n"
+		"  -f, --file FILE     put: the value is this file's bytes\n"
+		"  -o, --output FILE   get: write the value there, not stdout\n"
+		"      --buffer-mb N   the client's registered buffer (default 64)\n"
+		"options (all):\n"
+		"  -c, --config FILE   YAML configuration (default: $RDMX_CONFIG)\n"
+		"      --transport T   auto, verbs, shm or tcp\n",
+		RDMX_KV_PORT);
+}
+
+/* ---- serve -------------------------------------------------------------- */
+
+static int kv_serve(const struct kv_opts *o, const char *addr)
+{
+	struct rdmx_ctx_attr ca = { .mask = o->config
+						    ? RDMX_CTX_ATTR_CONFIG_FILE
+						    : 0,
+				    .config_file = o->config };
+	struct rdmx_kv_server_attr sa = { .mask = RDMX_KV_SERVER_ATTR_MEMORY,
+					  .memory = o->memory_mb << 20 };
+	struct rdmx_ctx *ctx = NULL;
+	struct cli_metrics *metrics = NULL;
+	struct rdmx_kv_server *srv = NULL;
+	struct rdmx_kv_server_stats st;
+	char a[128];
+	rdmx_status s;
+
+	if (o->threads) {
+		sa.mask |= RDMX_KV_SERVER_ATTR_THREADS;
+		sa.threads = (uint32_t)o->threads;
+	}
+	if (addr)
+		snprintf(a, sizeof(a), "%s", addr);
+	else
+		snprintf(a, sizeof(a), ":%d", RDMX_KV_PORT);
+	s = rdmx_ctx_create(&ca, &ctx);
+	if (!s)
+		s = cli_metrics_start(ctx, &metrics);
+	if (!s)
+		s = rdmx_kv_server_create(ctx, a, &sa, &srv);
+	if (s) {
+		cli_metrics_stop(metrics);
+		rdmx_ctx_destroy(ctx);
+		return cli_fail("kv", "cannot serve on %s: %s", a,
+				rdmx_strerror(s));
+	}
+	printf("rdmx kv: server listening on port %d: a pool of %" PRIu64
+	       " MiB\n",
+	       rdmx_kv_server_port(srv), o->memory_mb);
+	fflush(stdout);
+	cli_catch_signals();
+	while (!cli_stop)
+		usleep(100000);
+	rdmx_kv_server_stats(srv, &st);
+	printf("rdmx kv: server done: %" PRIu64 " clients; %" PRIu64
+	       " keys, %" PRIu64 " bytes used; %" PRIu64 " gets (%" PRIu64
+	       " hits), %" PRIu64 " puts (%" PRIu64 " out of memory), %" PRIu64
+	       " deletes\n",
+	       st.clients_total, st.keys, st.bytes_used, st.gets, st.hits,
+	       st.puts, st.refused_nomem, st.dels);
+	rdmx_kv_server_destroy(srv);
+	cli_metrics_stop(metrics);
+	rdmx_ctx_destroy(ctx);
+	return 0;
+}
+
+/* ---- clients ------------------------------------------------------------ */
+
+/* All of @f into a buffer (*len_p bytes); NULL and a message on error. */
+static uint8_t *kv_slurp(FILE *f, const char *name, uint64_t *len_p)
+{
+	size_t cap = 1 << 16, len = 0, n;
+	uint8_t *p = malloc(cap);
+
+	while (p && (n = fread(p + len, 1, cap - len, f)) > 0) {
+		len += n;
+		if (len == cap) {
+			uint8_t *q = realloc(p, cap *= 2);
+
+			if (!q) {
+				free(p);
+				p = NULL;
+			}
+			p = q;
+		}
+	}
+	if (!p || ferror(f)) {
+		cli_fail("kv", "cannot read %s", name);
+		free(p);
+		return NULL;
+	}
+	*len_p = len;
+	return p;
+}
+
+static int kv_put_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
+		      const char *key, const char *value)
+{
+	uint64_t len = value ? strlen(value) : 0;
+	uint8_t *buf = NULL;
+	rdmx_status st;
+
+	if (!value) {
+		FILE *f = o->file ? fopen(o->file, "rb") : stdin;
+
+		if (!f)
+			return cli_fail("kv", "cannot open %s: %m", o->file);
+		buf = kv_slurp(f, o->file ? o->file : "stdin", &len);
+		if (o->file)
+			fclose(f);
+		if (!buf)
+			return 1;
+	}
+	st = rdmx_kv_put(c, key, strlen(key), value ? (const void *)value : buf,
+			 len);
+	free(buf);
+	if (st == RDMX_ERR_NOMEM)
+		return cli_fail("kv",
+				"put %s: out of memory: the server's pool "
+				"is full",
+				key);
+	if (st)
+		return cli_fail("kv", "put %s: %s", key, rdmx_strerror(st));
+	return 0;
+}
+
+static int kv_get_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
+		      const char *key)
+{
+	struct rdmx_kv_value v;
+	rdmx_status st = rdmx_kv_get_ref(c, key, strlen(key), &v);
+	FILE *f;
+	int rc = 0;
+
+	if (st == RDMX_ERR_NOT_FOUND)
+		return cli_fail("kv", "get %s: no such key", key);
+	if (st == RDMX_ERR_LOCAL_LENGTH)
+		return cli_fail("kv",
+				"get %s: the value is %" PRIu64
+				" bytes, more than the buffer (--buffer-mb)",
+				key, v.len);
+	if (st)
+		return cli_fail("kv", "get %s: %s", key, rdmx_strerror(st));
+	f = o->out ? fopen(o->out, "wb") : stdout;
+	if (!f)
+		rc = cli_fail("kv", "cannot write %s: %m", o->out);
+	else if (fwrite(v.data, 1, v.len, f) != v.len || fflush(f))
+		rc = cli_fail("kv", "cannot write %s: %m",
+			      o->out ? o->out : "stdout");
+	if (f && o->out)
+		fclose(f);
+	rdmx_kv_release(c, &v);
+	return rc;
+}
+
+static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
+			 char **argv)
+{
+	struct rdmx_ctx_attr ca = { .mask = o->config
+						    ? RDMX_CTX_ATTR_CONFIG_FILE
+						    : 0,
+				    .config_file = o->config };
+	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
+				   .buffer_bytes = o->buffer_mb << 20 };
+	int want = !strcmp(what, "put") ? 3 : 2;
+	struct rdmx_ctx *ctx = NULL;
+	struct rdmx_kv_client *c = NULL;
+	rdmx_status st;
+	int rc;
+
+	if (argc < 2 || argc > want || (argc == 3 && o->file))
+		return cli_fail("kv", "%s takes HOST[:PORT] KEY%s", what,
+				want == 3 ? " [VALUE | -f FILE]" : "");
+	if (!*argv[1] || strlen(argv[1]) > RDMX_KV_KEY_MAX)
+		return cli_fail("kv", "a key is 1 to %d bytes",
+				RDMX_KV_KEY_MAX);
+	st = rdmx_ctx_create(&ca, &ctx);
+	if (!st)
+		st = rdmx_kv_connect(ctx, argv[0], &ka, &c);
+	if (st) {
+		rdmx_ctx_destroy(ctx);
+		return cli_fail("kv", "cannot reach %s: %s", argv[0],
+				rdmx_strerror(st));
+	}
+	if (!strcmp(what, "put"))
+		rc = kv_put_cmd(c, o, argv[1], argc == 3 ? argv[2] : NULL);
+	else if (!strcmp(what, "get"))
+		rc = kv_get_cmd(c, o, argv[1]);
+	else if ((st = rdmx_kv_del(c, argv[1], strlen(argv[1]))))
+		rc = cli_fail("kv", "del %s: %s", argv[1],
+			      st == RDMX_ERR_NOT_FOUND ? "no such key"
+						       : rdmx_strerror(st));
+	else
+		rc = 0;
+	rdmx_kv_close(c);
+	rdmx_ctx_destroy(ctx);
+	return rc;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+static int kv_parse(int argc, char **argv, struct kv_opts *o)
+{
+	static const struct option lo[] = {
+		{ "memory-mb", required_argument, NULL, 1 },
+		{ "threads", required_argument, NULL, 2 },
+		{ "metrics", required_argument, NULL, 3 },
+		{ "buffer-mb", required_argument, NULL, 4 },
+		{ "transport", required_argument, NULL, 5 },
+		{ "file", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (struct kv_opts){ .memory_mb = 1024, .buffer_mb = 64 };
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:o:c:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 1:
+			if (!cli_size("kv", "--memory-mb", optarg,
+				      &o->memory_mb))
+				return 1;
+			break;
+		case 2:
+			if (!cli_size("kv", "--threads", optarg, &o->threads))
+				return 1;
+			break;
+		case 3:
+			if (!cli_metrics_option("kv", optarg))
+				return 1;
+			break;
+		case 4:
+			if (!cli_size("kv", "--buffer-mb", optarg,
+				      &o->buffer_mb))
+				return 1;
+			break;
+		case 5:
+			if (!cli_transport_option("kv", optarg))
+				return 1;
+			break;
+		case 'f':
+			o->file = optarg;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'h':
+			kv_usage(stdout);
+			return -1;
+		default:
+			return cli_fail("kv", "see rdmx kv --help");
+		}
+	}
+	if (!o->memory_mb || o->memory_mb > (1u << 20) || o->threads > 256 ||
+	    !o->buffer_mb || o->buffer_mb > 65536)
+		return cli_fail("kv", "--memory-mb is 1..1048576, --threads "
+				      "0..256, --buffer-mb 1..65536");
+	return 0;
+}
+
+int cli_kv(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : NULL;
+	struct kv_opts o;
+	int rc;
+
+	if (what && (!strcmp(what, "--help") || !strcmp(what, "-h"))) {
+		kv_usage(stdout);
+		return 0;
+	}
+	if (!what || (strcmp(what, "serve") && strcmp(what, "put") &&
+		      strcmp(what, "get") && strcmp(what, "del"))) {
+		kv_usage(stderr);
+		return 1;
+	}
+	rc = kv_parse(argc - 1, argv + 1, &o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	if (!strcmp(what, "serve")) {
+		const char *addr = NULL;
+
+		if (cli_take_addr("kv", argc - 1, argv + 1, &addr))
+			return 1;
+		if (addr && !cli_is_server(addr))
+			return cli_fail("kv",
+					"serve takes [:PORT], not a host "
+					"('%s')",
+					addr);
+		return kv_serve(&o, addr);
+	}
+	return kv_client_cmd(what, &o, argc - 1 - optind, argv + 1 + optind);
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Description: rdmx kv serve, put, get and del, run as a user runs them:
+# a value from an argument, a file and stdin, back byte for byte, a missing
+# key, a full pool, and SIGTERM's summary.
+set -u
+rdmx=${1:?usage: test_kv.sh path/to/rdmx}
+. "$(dirname "$0")/common.sh"
+
+start "$rdmx" kv serve :0 --memory-mb 16 --threads 2 || exit 1
+at="127.0.0.1:$port"
+
+if run "put" 0 "$rdmx" kv put "$at" greeting "hello, rdmx" &&
+	run "get" 0 "$rdmx" kv get "$at" greeting &&
+	[ "$(cat "$tmp/out")" = "hello, rdmx" ]; then
+	ok "kv put then get: the value back"
+else
+	bad "kv put/get"
+fi
+
+# 3 MiB from a file (pulled by the server's READ), back through -o.
+head -c 3000000 /dev/urandom >"$tmp/big"
+if run "put -f" 0 "$rdmx" kv put "$at" big -f "$tmp/big" &&
+	run "get -o" 0 "$rdmx" kv get "$at" big -o "$tmp/big.out" &&
+	cmp -s "$tmp/big" "$tmp/big.out"; then
+	ok "kv put -f / get -o: 3 MB byte for byte"
+else
+	bad "kv put -f / get -o"
+fi
+
+if printf 'from\0stdin' | "$rdmx" kv put "$at" piped >"$tmp/out" 2>"$tmp/err" &&
+	run "get piped" 0 "$rdmx" kv get "$at" piped &&
+	cmp -s "$tmp/out" <(printf 'from\0stdin'); then
+	ok "kv put from stdin, binary-safe"
+else
+	bad "kv put from stdin"
+fi
+
+if run "del" 0 "$rdmx" kv del "$at" piped &&
+	fails_one_line "get deleted" "get piped: no such key" "$rdmx" kv get "$at" piped; then
+	ok "kv del, then get says: no such key"
+else
+	bad "kv del"
+fi
+
+# 16 MiB of pool, 4 MiB of it holding big: a 6 MB value (an 8 MiB block)
+# fits once, not twice.
+head -c 6000000 /dev/zero >"$tmp/six"
+"$rdmx" kv put "$at" six1 -f "$tmp/six" >/dev/null 2>&1
+if fails_one_line "full" "out of memory" "$rdmx" kv put "$at" six2 -f "$tmp/six"; then
+	ok "kv put into a full pool: out of memory, one line"
+else
+	bad "kv full pool"
+fi
+
+one_line "no key" "takes HOST\[:PORT\] KEY" "$rdmx" kv get "$at"
+one_line "bad memory" "memory-mb" "$rdmx" kv serve :0 --memory-mb 0
+
+kill -TERM "$server"
+if wait "$server" &&
+	grep -qE "server done: [0-9]+ clients; 3 keys, [0-9]+ bytes used; [0-9]+ gets \([0-9]+ hits\), [0-9]+ puts \(1 out of memory\), 1 deletes" "$tmp/server"; then
+	ok "kv serve: SIGTERM ends it with exit 0 and a summary"
+else
+	bad "kv serve SIGTERM"
+	cat "$tmp/server"
+fi
+
+finish
