@@ -20,6 +20,7 @@
 struct kv_opts {
 	const char *config, *file, *out;
 	uint64_t memory_mb, threads, buffer_mb;
+	bool evict_lru;
 };
 
 static void kv_usage(FILE *f)
@@ -34,6 +35,9 @@ static void kv_usage(FILE *f)
 		"options (serve):\n"
 		"      --memory-mb N   the value pool (default 1024)\n"
 		"      --threads N     workers (default: one per core)\n"
+		"      --evict P       noeviction (a full pool refuses PUTs, the\n"
+		"                      default) or lru (the least recently used\n"
+		"                      values go)\n"
 		"      --metrics ADDR:PORT  Prometheus /metrics and JSON /status\n"
 		"options (clients):\n"
 		"  -f, --file FILE     put: the value is this file's bytes\n"
@@ -62,6 +66,10 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	char a[128];
 	rdmx_status s;
 
+	if (o->evict_lru) {
+		sa.mask |= RDMX_KV_SERVER_ATTR_EVICT;
+		sa.evict = RDMX_KV_EVICT_LRU;
+	}
 	if (o->threads) {
 		sa.mask |= RDMX_KV_SERVER_ATTR_THREADS;
 		sa.threads = (uint32_t)o->threads;
@@ -82,8 +90,10 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 				rdmx_strerror(s));
 	}
 	printf("rdmx kv: server listening on port %d: a pool of %" PRIu64
-	       " MiB\n",
-	       rdmx_kv_server_port(srv), o->memory_mb);
+	       " MiB, %s\n",
+	       rdmx_kv_server_port(srv), o->memory_mb,
+	       o->evict_lru ? "evicting the least recently used"
+			    : "no eviction");
 	fflush(stdout);
 	cli_catch_signals();
 	while (!cli_stop)
@@ -92,9 +102,9 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	printf("rdmx kv: server done: %" PRIu64 " clients; %" PRIu64
 	       " keys, %" PRIu64 " bytes used; %" PRIu64 " gets (%" PRIu64
 	       " hits), %" PRIu64 " puts (%" PRIu64 " out of memory), %" PRIu64
-	       " deletes\n",
+	       " deletes, %" PRIu64 " evicted\n",
 	       st.clients_total, st.keys, st.bytes_used, st.gets, st.hits,
-	       st.puts, st.refused_nomem, st.dels);
+	       st.puts, st.refused_nomem, st.dels, st.evicted);
 	rdmx_kv_server_destroy(srv);
 	cli_metrics_stop(metrics);
 	rdmx_ctx_destroy(ctx);
@@ -244,6 +254,7 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 		{ "metrics", required_argument, NULL, 3 },
 		{ "buffer-mb", required_argument, NULL, 4 },
 		{ "transport", required_argument, NULL, 5 },
+		{ "evict", required_argument, NULL, 6 },
 		{ "file", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "config", required_argument, NULL, 'c' },
@@ -277,6 +288,15 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 		case 5:
 			if (!cli_transport_option("kv", optarg))
 				return 1;
+			break;
+		case 6:
+			if (strcmp(optarg, "lru") &&
+			    strcmp(optarg, "noeviction"))
+				return cli_fail("kv",
+						"--evict is noeviction or "
+						"lru, not '%s'",
+						optarg);
+			o->evict_lru = !strcmp(optarg, "lru");
 			break;
 		case 'f':
 			o->file = optarg;

@@ -37,12 +37,20 @@ struct rdmx_kv_server;
 enum {
 	RDMX_KV_SERVER_ATTR_MEMORY = 1 << 0,
 	RDMX_KV_SERVER_ATTR_THREADS = 1 << 1,
+	RDMX_KV_SERVER_ATTR_EVICT = 1 << 2,
+};
+
+/* What a PUT into a full pool does. */
+enum rdmx_kv_evict {
+	RDMX_KV_EVICT_NONE = 0, /* fails: out of memory (the default) */
+	RDMX_KV_EVICT_LRU, /* the least recently used values go */
 };
 
 struct rdmx_kv_server_attr {
 	uint64_t mask; /* RDMX_KV_SERVER_ATTR_* bits of valid fields */
 	uint64_t memory; /* the value pool, bytes (1 GiB) */
 	uint32_t threads; /* workers, each with a srq and a loop (cores) */
+	enum rdmx_kv_evict evict;
 };
 
 /*
@@ -59,7 +67,7 @@ int rdmx_kv_server_port(const struct rdmx_kv_server *srv);
 
 struct rdmx_kv_server_stats {
 	uint64_t keys, bytes_used, pool_bytes;
-	uint64_t gets, hits, puts, dels, refused_nomem;
+	uint64_t gets, hits, puts, dels, refused_nomem, evicted;
 	uint64_t clients_open, clients_total;
 };
 void rdmx_kv_server_stats(struct rdmx_kv_server *srv,

@@ -615,7 +615,10 @@ rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
 	srv->ctx = ctx;
 	srv->nworkers = threads;
 	srv->w = calloc(threads, sizeof(*srv->w));
-	if (!srv->w || kv_store_create(memory, false, &srv->store)) {
+	if (!srv->w || kv_store_create(memory,
+				       mask & RDMX_KV_SERVER_ATTR_EVICT &&
+					       attr->evict == RDMX_KV_EVICT_LRU,
+				       &srv->store)) {
 		kv_log(RDMX_LOG_ERROR, "no memory for a pool of %llu bytes",
 		       (unsigned long long)memory);
 		st = RDMX_ERR_NOMEM;
@@ -672,6 +675,7 @@ void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 		.puts = st.puts,
 		.dels = st.dels,
 		.refused_nomem = st.refused_nomem,
+		.evicted = st.evicted,
 		.clients_open = atomic_load(&srv->clients_open),
 		.clients_total = atomic_load(&srv->clients_total),
 	};

@@ -196,6 +196,56 @@ static void test_kv_pool_full_says_out_of_memory(void **state)
 	free(in);
 }
 
+static void test_kv_pool_full_evicts_lru(void **state)
+{
+	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_MEMORY |
+						 RDMX_KV_SERVER_ATTR_EVICT,
+					 .memory = 1 << 20,
+					 .evict = RDMX_KV_EVICT_LRU };
+	struct side s, c;
+	struct rdmx_kv_server *srv;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_server_stats st;
+	uint8_t in[200 << 10], out[200 << 10];
+	char addr[80];
+	uint64_t len;
+
+	(void)state;
+	side_open(&s);
+	snprintf(addr, sizeof(addr), "%s:0", suite_addr());
+	assert_int_equal(rdmx_kv_server_create(s.ctx, addr, &a, &srv), RDMX_OK);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(),
+		 rdmx_kv_server_port(srv));
+	side_open(&c);
+	kc = client(&c, addr, 0);
+	/* 256 KiB blocks: four fit. Keep k0 in use while k1..k7 come. */
+	for (uint32_t i = 0; i < 8; i++) {
+		char key[8];
+
+		snprintf(key, sizeof(key), "k%u", i);
+		val_fill(in, sizeof(in), i, 0);
+		assert_int_equal(rdmx_kv_put(kc, key, 2, in, sizeof(in)),
+				 RDMX_OK);
+		assert_int_equal(rdmx_kv_get(kc, "k0", 2, out, sizeof(out),
+					     &len),
+				 RDMX_OK);
+		assert_true(val_check(out, len, 0, 0));
+	}
+	/* The least recently used went: k1, k2, k3, k4; k0 stayed. */
+	assert_int_equal(rdmx_kv_get(kc, "k1", 2, out, sizeof(out), &len),
+			 RDMX_ERR_NOT_FOUND);
+	assert_int_equal(rdmx_kv_get(kc, "k7", 2, out, sizeof(out), &len),
+			 RDMX_OK);
+	assert_true(val_check(out, len, 7, 0));
+	rdmx_kv_server_stats(srv, &st);
+	assert_int_equal(st.evicted, 4);
+	assert_int_equal(st.refused_nomem, 0);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	rdmx_kv_server_destroy(srv);
+	side_close(&s);
+}
+
 /* ---- many clients, and GETs racing PUTs --------------------------------- */
 
 struct worker {
@@ -493,6 +543,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_round_trips_0b_to_16m),
 		cmocka_unit_test(test_kv_room_too_small_says_size),
 		cmocka_unit_test(test_kv_pool_full_says_out_of_memory),
+		cmocka_unit_test(test_kv_pool_full_evicts_lru),
 		cmocka_unit_test(test_kv_32_clients_in_parallel),
 		cmocka_unit_test(test_kv_get_racing_put_never_torn),
 		cmocka_unit_test(test_kv_async_pipeline),
