@@ -18,7 +18,8 @@
 #include "rdmx_kv.h"
 
 struct kv_opts {
-	const char *config, *file, *out;
+	const char *config, *file, *out, *aof;
+	enum rdmx_kv_fsync fsync;
 	uint64_t memory_mb, threads, buffer_mb;
 	bool evict_lru;
 };
@@ -38,6 +39,9 @@ static void kv_usage(FILE *f)
 		"      --evict P       noeviction (a full pool refuses PUTs, the\n"
 		"                      default) or lru (the least recently used\n"
 		"                      values go)\n"
+		"      --aof FILE      append every PUT and DELETE there, and\n"
+		"                      replay it at start (default: none)\n"
+		"      --fsync WHEN    always, everysec or no (default everysec)\n"
 		"      --metrics ADDR:PORT  Prometheus /metrics and JSON /status\n"
 		"options (clients):\n"
 		"  -f, --file FILE     put: the value is this file's bytes\n"
@@ -66,6 +70,11 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	char a[128];
 	rdmx_status s;
 
+	if (o->aof) {
+		sa.mask |= RDMX_KV_SERVER_ATTR_AOF;
+		sa.aof_path = o->aof;
+		sa.fsync = o->fsync;
+	}
 	if (o->evict_lru) {
 		sa.mask |= RDMX_KV_SERVER_ATTR_EVICT;
 		sa.evict = RDMX_KV_EVICT_LRU;
@@ -89,11 +98,16 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 		return cli_fail("kv", "cannot serve on %s: %s", a,
 				rdmx_strerror(s));
 	}
+	rdmx_kv_server_stats(srv, &st);
 	printf("rdmx kv: server listening on port %d: a pool of %" PRIu64
-	       " MiB, %s\n",
+	       " MiB, %s",
 	       rdmx_kv_server_port(srv), o->memory_mb,
 	       o->evict_lru ? "evicting the least recently used"
 			    : "no eviction");
+	if (o->aof)
+		printf(", %" PRIu64 " keys from %s (%" PRIu64 " records)",
+		       st.keys, o->aof, st.aof_records);
+	printf("\n");
 	fflush(stdout);
 	cli_catch_signals();
 	while (!cli_stop)
@@ -255,6 +269,8 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 		{ "buffer-mb", required_argument, NULL, 4 },
 		{ "transport", required_argument, NULL, 5 },
 		{ "evict", required_argument, NULL, 6 },
+		{ "aof", required_argument, NULL, 7 },
+		{ "fsync", required_argument, NULL, 8 },
 		{ "file", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "config", required_argument, NULL, 'c' },
@@ -263,7 +279,9 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 	};
 	int c;
 
-	*o = (struct kv_opts){ .memory_mb = 1024, .buffer_mb = 64 };
+	*o = (struct kv_opts){ .memory_mb = 1024,
+			       .buffer_mb = 64,
+			       .fsync = RDMX_KV_FSYNC_EVERYSEC };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:o:c:h", lo, NULL)) != -1) {
 		switch (c) {
@@ -297,6 +315,22 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 						"lru, not '%s'",
 						optarg);
 			o->evict_lru = !strcmp(optarg, "lru");
+			break;
+		case 7:
+			o->aof = optarg;
+			break;
+		case 8:
+			if (!strcmp(optarg, "always"))
+				o->fsync = RDMX_KV_FSYNC_ALWAYS;
+			else if (!strcmp(optarg, "everysec"))
+				o->fsync = RDMX_KV_FSYNC_EVERYSEC;
+			else if (!strcmp(optarg, "no"))
+				o->fsync = RDMX_KV_FSYNC_NO;
+			else
+				return cli_fail("kv",
+						"--fsync is always, "
+						"everysec or no, not '%s'",
+						optarg);
 			break;
 		case 'f':
 			o->file = optarg;

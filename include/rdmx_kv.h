@@ -38,6 +38,14 @@ enum {
 	RDMX_KV_SERVER_ATTR_MEMORY = 1 << 0,
 	RDMX_KV_SERVER_ATTR_THREADS = 1 << 1,
 	RDMX_KV_SERVER_ATTR_EVICT = 1 << 2,
+	RDMX_KV_SERVER_ATTR_AOF = 1 << 3,
+};
+
+/* When the append-only file reaches the disk (as Redis's appendfsync). */
+enum rdmx_kv_fsync {
+	RDMX_KV_FSYNC_NO = 0, /* when the kernel writes it back */
+	RDMX_KV_FSYNC_EVERYSEC, /* at most a second after the PUT */
+	RDMX_KV_FSYNC_ALWAYS, /* before the PUT or DELETE is answered */
 };
 
 /* What a PUT into a full pool does. */
@@ -51,6 +59,12 @@ struct rdmx_kv_server_attr {
 	uint64_t memory; /* the value pool, bytes (1 GiB) */
 	uint32_t threads; /* workers, each with a srq and a loop (cores) */
 	enum rdmx_kv_evict evict;
+	/*
+	 * RDMX_KV_SERVER_ATTR_AOF: append every PUT and DELETE to this file,
+	 * and replay it at create (the pool must hold what it stores).
+	 */
+	const char *aof_path;
+	enum rdmx_kv_fsync fsync;
 };
 
 /*
@@ -69,6 +83,7 @@ struct rdmx_kv_server_stats {
 	uint64_t keys, bytes_used, pool_bytes;
 	uint64_t gets, hits, puts, dels, refused_nomem, evicted;
 	uint64_t clients_open, clients_total;
+	uint64_t aof_records; /* replayed and appended */
 };
 void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 			  struct rdmx_kv_server_stats *stats_p);

@@ -54,4 +54,21 @@ void kv_unref(struct kv_store *s, struct kv_item *it);
 bool kv_del(struct kv_store *s, const void *key, size_t klen);
 void kv_store_stats(struct kv_store *s, struct kv_store_stats *st_p);
 
+/* The append-only file (kv_aof.c); a NULL aof does nothing. */
+struct kv_aof;
+
+/* Open (or create) @path and replay it into @s; -1 and a log line. */
+int kv_aof_open(const char *path, enum rdmx_kv_fsync fsync, struct kv_store *s,
+		struct kv_aof **a_p);
+void kv_aof_close(struct kv_aof *a);
+uint64_t kv_aof_records(const struct kv_aof *a);
+/* Appends and the store changes they log go in one order: hold this. */
+void kv_aof_lock(struct kv_aof *a);
+void kv_aof_unlock(struct kv_aof *a);
+/* One record, 'P' or 'D', synced as the policy says; -1 on an error. */
+int kv_aof_append(struct kv_aof *a, uint8_t op, const void *key, uint16_t klen,
+		  const void *val, uint64_t vlen);
+/* everysec: sync what an idle second left unsynced. */
+void kv_aof_tick(struct kv_aof *a);
+
 #endif

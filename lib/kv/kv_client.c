@@ -185,6 +185,8 @@ static rdmx_status kv_status_of(uint8_t st)
 		return RDMX_ERR_LOCAL_LENGTH;
 	case KV_NOMEM:
 		return RDMX_ERR_NOMEM;
+	case KV_IOERR:
+		return RDMX_ERR_SYSTEM;
 	default:
 		return RDMX_ERR_PROTOCOL;
 	}

@@ -85,7 +85,7 @@ void kv_answer_encode(uint8_t *buf, const struct kv_answer *a)
 
 bool kv_answer_decode(const uint8_t *buf, uint32_t len, struct kv_answer *a)
 {
-	if (len != KV_ANSWER_LEN || get32(buf) != KV_MAGIC || buf[4] > KV_BAD)
+	if (len != KV_ANSWER_LEN || get32(buf) != KV_MAGIC || buf[4] > KV_IOERR)
 		return false;
 	a->status = buf[4];
 	a->req_id = get64(buf + 8);

@@ -47,6 +47,7 @@ enum kv_status {
 	KV_TOO_LARGE,
 	KV_NOMEM,
 	KV_BAD,
+	KV_IOERR, /* the append-only file could not take it */
 };
 
 struct kv_req {

@@ -74,6 +74,7 @@ struct rdmx_kv_server {
 	struct rdmx_ctx *ctx;
 	struct rdmx_listener *lst;
 	struct kv_store *store;
+	struct kv_aof *aof; /* NULL without persistence */
 	uint8_t *pool;
 	uint64_t pool_len;
 	struct rdmx_mr *pool_mr;
@@ -252,6 +253,29 @@ static void kv_send_answer(struct kv_worker *w, struct kv_work *op,
 	}
 }
 
+/*
+ * Make @it (its value in the pool) the key's: logged first when there is
+ * an append-only file, then published, both under the file's lock so the
+ * log has the store's order. KV_OK, or KV_IOERR (and the old value stays).
+ */
+static uint8_t kv_commit_put(struct rdmx_kv_server *srv, struct kv_item *it)
+{
+	uint8_t st = KV_OK;
+
+	kv_aof_lock(srv->aof);
+	if (kv_aof_append(srv->aof, 'P', it->key, it->klen, srv->pool + it->off,
+			  it->vlen))
+		st = KV_IOERR;
+	kv_store_lock(srv->store);
+	if (st == KV_OK)
+		kv_publish(srv->store, it);
+	else
+		kv_abandon(srv->store, it);
+	kv_store_unlock(srv->store);
+	kv_aof_unlock(srv->aof);
+	return st;
+}
+
 static void kv_do_get(struct kv_worker *w, struct kv_work *op,
 		      const struct kv_req *r)
 {
@@ -324,10 +348,7 @@ static void kv_do_put(struct kv_worker *w, struct kv_work *op,
 	if (r->op == KV_OP_PUT || !vlen) {
 		/* Unpublished: the block is ours alone, no lock needed. */
 		memcpy(w->srv->pool + it->off, r->payload, vlen);
-		kv_store_lock(s);
-		kv_publish(s, it);
-		kv_store_unlock(s);
-		kv_send_answer(w, op, KV_OK, 0);
+		kv_send_answer(w, op, kv_commit_put(w->srv, it), 0);
 		return;
 	}
 	struct rdmx_sge sg = { w->srv->pool + it->off, (uint32_t)vlen,
@@ -384,12 +405,18 @@ static void kv_request(struct kv_worker *w, struct kv_client *cl,
 		kv_do_put(w, op, &r);
 		return;
 	default: {
-		bool found;
+		uint8_t st = KV_OK;
 
+		/* Logged first, found or not: replay forgives a miss. */
+		kv_aof_lock(w->srv->aof);
+		if (kv_aof_append(w->srv->aof, 'D', r.key, r.key_len, NULL, 0))
+			st = KV_IOERR;
 		kv_store_lock(s);
-		found = kv_del(s, r.key, r.key_len);
+		if (st == KV_OK && !kv_del(s, r.key, r.key_len))
+			st = KV_NOT_FOUND;
 		kv_store_unlock(s);
-		kv_send_answer(w, op, found ? KV_OK : KV_NOT_FOUND, 0);
+		kv_aof_unlock(w->srv->aof);
+		kv_send_answer(w, op, st, 0);
 	}
 	}
 }
@@ -413,16 +440,13 @@ static void kv_done(struct kv_worker *w, const struct rdmx_completion *wc)
 
 		op->item = NULL;
 		op->kind = KV_ANSWER;
-		kv_store_lock(s);
-		if (wc->status == RDMX_OK)
-			kv_publish(s, it);
-		else
-			kv_abandon(s, it);
-		kv_store_unlock(s);
 		if (wc->status == RDMX_OK) {
-			kv_send_answer(w, op, KV_OK, 0);
+			kv_send_answer(w, op, kv_commit_put(w->srv, it), 0);
 			return;
 		}
+		kv_store_lock(s);
+		kv_abandon(s, it);
+		kv_store_unlock(s);
 		kv_client_close(w, op->cl, "the READ of its value failed");
 		kv_work_put(w, op);
 		return;
@@ -478,6 +502,7 @@ static void *kv_worker_run(void *arg)
 		kv_client_reap(w);
 		kv_client_take(w);
 		kv_client_check(w);
+		kv_aof_tick(w->srv->aof);
 		rdmx_cq_wait(w->cq, 20);
 	}
 	return NULL;
@@ -625,6 +650,12 @@ rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
 		goto err;
 	}
 	srv->pool = kv_store_pool(srv->store, &srv->pool_len);
+	if (mask & RDMX_KV_SERVER_ATTR_AOF &&
+	    (!attr->aof_path || attr->fsync > RDMX_KV_FSYNC_ALWAYS ||
+	     kv_aof_open(attr->aof_path, attr->fsync, srv->store, &srv->aof))) {
+		st = attr->aof_path ? RDMX_ERR_SYSTEM : RDMX_ERR_INVALID;
+		goto err;
+	}
 	st = rdmx_mr_reg(ctx, srv->pool, srv->pool_len, RDMX_ACCESS_LOCAL_WRITE,
 			 &srv->pool_mr);
 	for (uint32_t i = 0; i < threads && !st; i++)
@@ -679,6 +710,9 @@ void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 		.clients_open = atomic_load(&srv->clients_open),
 		.clients_total = atomic_load(&srv->clients_total),
 	};
+	kv_aof_lock(srv->aof);
+	out->aof_records = kv_aof_records(srv->aof);
+	kv_aof_unlock(srv->aof);
 }
 
 void rdmx_kv_server_destroy(struct rdmx_kv_server *srv)
@@ -696,6 +730,7 @@ void rdmx_kv_server_destroy(struct rdmx_kv_server *srv)
 			kv_worker_close(&srv->w[i]);
 	}
 	rdmx_mr_dereg(srv->pool_mr);
+	kv_aof_close(srv->aof);
 	kv_store_destroy(srv->store);
 	free(srv->w);
 	free(srv);

@@ -64,4 +64,26 @@ else
 	cat "$tmp/server"
 fi
 
+# --aof: a restarted server has what the last one was told, in order.
+start "$rdmx" kv serve :0 --memory-mb 4 --aof "$tmp/aof" --fsync always || exit 1
+"$rdmx" kv put "127.0.0.1:$port" a first >/dev/null 2>&1
+"$rdmx" kv put "127.0.0.1:$port" a second >/dev/null 2>&1
+"$rdmx" kv put "127.0.0.1:$port" gone x >/dev/null 2>&1
+"$rdmx" kv del "127.0.0.1:$port" gone >/dev/null 2>&1
+kill -KILL "$server"
+wait "$server" 2>/dev/null
+start "$rdmx" kv serve :0 --memory-mb 4 --aof "$tmp/aof" || exit 1
+if grep -q "1 keys from $tmp/aof (4 records)" "$tmp/server" &&
+	run "aof get" 0 "$rdmx" kv get "127.0.0.1:$port" a &&
+	[ "$(cat "$tmp/out")" = second ] &&
+	fails_one_line "aof gone" "no such key" "$rdmx" kv get "127.0.0.1:$port" gone; then
+	ok "kv serve --aof: kill -9, restart, the last value of each key"
+else
+	bad "kv serve --aof"
+	cat "$tmp/server"
+fi
+kill -TERM "$server"
+wait "$server"
+one_line "bad fsync" "always, everysec or no" "$rdmx" kv serve :0 --fsync sometimes
+
 finish

@@ -532,8 +532,126 @@ static void test_kv_server_killed_errors_not_hangs(void **state)
 	side_close(&c);
 }
 
+/* ---- the append-only file ---------------------------------------------- */
+
+static void aof_path(char *buf, size_t len, int port)
+{
+	snprintf(buf, len, "%s/rdmx-kv-test-%d-%d.aof",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
+		 port);
+}
+
+/* A server logging every PUT with fsync always; flag: the port of the
+ * parent's file name (the parent is the test, this the child). */
+static int kv_aof_server_child(int port, int parent_port)
+{
+	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_AOF,
+					 .fsync = RDMX_KV_FSYNC_ALWAYS };
+	struct rdmx_ctx *ctx;
+	struct rdmx_kv_server *srv;
+	char addr[80], path[256];
+
+	snprintf(path, sizeof(path), "%s/rdmx-kv-test-%d-%d.aof",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getppid(),
+		 parent_port);
+	a.aof_path = path;
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	if (rdmx_ctx_create(NULL, &ctx) ||
+	    rdmx_kv_server_create(ctx, addr, &a, &srv))
+		return 2;
+	pause();
+	return 0;
+}
+
+static struct rdmx_kv_client *connect_retry(struct side *c, const char *addr)
+{
+	struct rdmx_kv_client *kc = NULL;
+	rdmx_status st = RDMX_ERR_CONN_REFUSED;
+
+	for (int i = 0; i < 200 && st == RDMX_ERR_CONN_REFUSED; i++) {
+		st = rdmx_kv_connect(c->ctx, addr, NULL, &kc);
+		if (st == RDMX_ERR_CONN_REFUSED)
+			usleep(50000);
+	}
+	assert_int_equal(st, RDMX_OK);
+	return kc;
+}
+
+static void test_kv_aof_fsync_always_survives_kill9(void **state)
+{
+	int port = free_port();
+	char addr[80], path[256];
+	struct side c;
+	struct rdmx_kv_client *kc;
+	uint8_t in[20000], out[20000];
+	uint64_t len;
+	pid_t pid;
+	FILE *f;
+
+	(void)state;
+	aof_path(path, sizeof(path), port);
+	unlink(path);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	side_open(&c);
+	pid = spawn("kv_aof_server_child", port, port);
+	kc = connect_retry(&c, addr);
+	for (uint32_t i = 0; i < 40; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "d%u", i);
+		val_fill(in, 100 + i * 400, i, 9); /* inline and READ both */
+		assert_int_equal(rdmx_kv_put(kc, key, strlen(key), in,
+					     100 + i * 400),
+				 RDMX_OK);
+	}
+	assert_int_equal(rdmx_kv_del(kc, "d3", 2), RDMX_OK);
+	kill(pid, SIGKILL); /* right after the last answer */
+	waitpid(pid, NULL, 0);
+	rdmx_kv_close(kc);
+	/* A crash mid-append leaves a record cut short: replay stops
+	 * before it. */
+	f = fopen(path, "ab");
+	assert_non_null(f);
+	fwrite("P\0\3\0\0\0\0\0\0\1\0ab", 1, 13, f);
+	fclose(f);
+	pid = spawn("kv_aof_server_child", port, port);
+	kc = connect_retry(&c, addr);
+	for (uint32_t i = 0; i < 40; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "d%u", i);
+		rdmx_status st = rdmx_kv_get(kc, key, strlen(key), out,
+					     sizeof(out), &len);
+
+		if (i == 3) {
+			assert_int_equal(st, RDMX_ERR_NOT_FOUND);
+			continue;
+		}
+		assert_int_equal(st, RDMX_OK);
+		assert_int_equal(len, 100 + i * 400);
+		assert_true(val_check(out, len, i, 9));
+	}
+	/* And it appends after what it kept. */
+	assert_int_equal(rdmx_kv_put(kc, "after", 5, "x", 1), RDMX_OK);
+	rdmx_kv_close(kc);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	pid = spawn("kv_aof_server_child", port, port);
+	kc = connect_retry(&c, addr);
+	assert_int_equal(rdmx_kv_get(kc, "after", 5, out, sizeof(out), &len),
+			 RDMX_OK);
+	assert_int_equal(rdmx_kv_get(kc, "d39", 3, out, sizeof(out), &len),
+			 RDMX_OK);
+	rdmx_kv_close(kc);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	side_close(&c);
+	unlink(path);
+}
+
 static const struct child children[] = {
 	{ "kv_server_child", kv_server_child },
+	{ "kv_aof_server_child", kv_aof_server_child },
 	{ NULL, NULL },
 };
 
@@ -548,6 +666,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_get_racing_put_never_torn),
 		cmocka_unit_test(test_kv_async_pipeline),
 		cmocka_unit_test(test_kv_server_killed_errors_not_hangs),
+		cmocka_unit_test(test_kv_aof_fsync_always_survives_kill9),
 	};
 
 	harness_children(argc, argv, children);
