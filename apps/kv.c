@@ -18,7 +18,7 @@
 #include "rdmx_kv.h"
 
 struct kv_opts {
-	const char *config, *file, *out, *aof;
+	const char *config, *file, *out, *aof, *resp;
 	enum rdmx_kv_fsync fsync;
 	uint64_t memory_mb, threads, buffer_mb;
 	bool evict_lru;
@@ -42,6 +42,8 @@ static void kv_usage(FILE *f)
 		"      --aof FILE      append every PUT and DELETE there, and\n"
 		"                      replay it at start (default: none)\n"
 		"      --fsync WHEN    always, everysec or no (default everysec)\n"
+		"      --resp-port [IP:]PORT  also serve the Redis protocol there\n"
+		"                      (redis-cli, redis-benchmark)\n"
 		"      --metrics ADDR:PORT  Prometheus /metrics and JSON /status\n"
 		"options (clients):\n"
 		"  -f, --file FILE     put: the value is this file's bytes\n"
@@ -75,6 +77,10 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 		sa.aof_path = o->aof;
 		sa.fsync = o->fsync;
 	}
+	if (o->resp) {
+		sa.mask |= RDMX_KV_SERVER_ATTR_RESP;
+		sa.resp_addr = o->resp;
+	}
 	if (o->evict_lru) {
 		sa.mask |= RDMX_KV_SERVER_ATTR_EVICT;
 		sa.evict = RDMX_KV_EVICT_LRU;
@@ -107,6 +113,9 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	if (o->aof)
 		printf(", %" PRIu64 " keys from %s (%" PRIu64 " records)",
 		       st.keys, o->aof, st.aof_records);
+	if (o->resp)
+		printf(", Redis protocol on port %d",
+		       rdmx_kv_server_resp_port(srv));
 	printf("\n");
 	fflush(stdout);
 	cli_catch_signals();
@@ -271,6 +280,7 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 		{ "evict", required_argument, NULL, 6 },
 		{ "aof", required_argument, NULL, 7 },
 		{ "fsync", required_argument, NULL, 8 },
+		{ "resp-port", required_argument, NULL, 9 },
 		{ "file", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "config", required_argument, NULL, 'c' },
@@ -318,6 +328,9 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 			break;
 		case 7:
 			o->aof = optarg;
+			break;
+		case 9:
+			o->resp = optarg;
 			break;
 		case 8:
 			if (!strcmp(optarg, "always"))

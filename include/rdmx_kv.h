@@ -39,6 +39,7 @@ enum {
 	RDMX_KV_SERVER_ATTR_THREADS = 1 << 1,
 	RDMX_KV_SERVER_ATTR_EVICT = 1 << 2,
 	RDMX_KV_SERVER_ATTR_AOF = 1 << 3,
+	RDMX_KV_SERVER_ATTR_RESP = 1 << 4,
 };
 
 /* When the append-only file reaches the disk (as Redis's appendfsync). */
@@ -65,6 +66,13 @@ struct rdmx_kv_server_attr {
 	 */
 	const char *aof_path;
 	enum rdmx_kv_fsync fsync;
+	/*
+	 * RDMX_KV_SERVER_ATTR_RESP: also serve the same store over the Redis
+	 * protocol on plain TCP at "[IPV4:]PORT" (port 0: any), so redis-cli
+	 * and redis-benchmark work against it: GET, SET, DEL, EXISTS, PING,
+	 * ECHO, INFO, SELECT 0, QUIT.
+	 */
+	const char *resp_addr;
 };
 
 /*
@@ -78,6 +86,8 @@ rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
 				  struct rdmx_kv_server **srv_p);
 
 int rdmx_kv_server_port(const struct rdmx_kv_server *srv);
+/* The Redis protocol's port, or 0 when it is not served. */
+int rdmx_kv_server_resp_port(const struct rdmx_kv_server *srv);
 
 struct rdmx_kv_server_stats {
 	uint64_t keys, bytes_used, pool_bytes;

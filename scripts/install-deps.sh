@@ -13,6 +13,7 @@ pkgs=(
 	valgrind                           # leak check of a server's shutdown
 	liblua5.4-dev                      # lambda demo: sandboxed Lua 5.4
 	libmicrohttpd-dev                  # --metrics: Prometheus endpoint
+	redis-tools                        # redis-cli against rdmx kv --resp-port
 	libibverbs-dev librdmacm-dev       # the verbs transport
 	rdma-core ibverbs-providers        # its providers (rxe, siw) at run time
 )

@@ -41,7 +41,7 @@ CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DRDMX_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$jobs"
 
-for target in tcp_frames handshake shm_ring; do
+for target in tcp_frames handshake shm_ring kv; do
 	stage "fuzz $target for ${fuzz_seconds}s"
 	mkdir -p "build-fuzz/corpus-$target"
 	# New inputs go to the build tree; the kept seeds stay read-only.

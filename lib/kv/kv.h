@@ -71,4 +71,21 @@ int kv_aof_append(struct kv_aof *a, uint8_t op, const void *key, uint16_t klen,
 /* everysec: sync what an idle second left unsynced. */
 void kv_aof_tick(struct kv_aof *a);
 
+/* The server's store, for the Redis port (kv_server.c). */
+struct kv_store *kv_server_store(struct rdmx_kv_server *srv);
+/* As a client's PUT, DELETE: an enum kv_status. */
+uint8_t kv_server_put(struct rdmx_kv_server *srv, const void *key, size_t klen,
+		      const void *val, uint64_t vlen);
+uint8_t kv_server_del(struct rdmx_kv_server *srv, const void *key, size_t klen);
+bool kv_server_exists(struct rdmx_kv_server *srv, const void *key, size_t klen);
+/* Whether it keeps an append-only file. */
+bool kv_server_persists(const struct rdmx_kv_server *srv);
+
+/* The Redis port (kv_resp.c): a thread serving @addr ("[IPV4:]PORT"). */
+struct kv_resp;
+int kv_resp_start(struct rdmx_kv_server *srv, const char *addr,
+		  struct kv_resp **r_p);
+int kv_resp_port(const struct kv_resp *r);
+void kv_resp_stop(struct kv_resp *r);
+
 #endif

@@ -75,6 +75,7 @@ struct rdmx_kv_server {
 	struct rdmx_listener *lst;
 	struct kv_store *store;
 	struct kv_aof *aof; /* NULL without persistence */
+	struct kv_resp *resp; /* the Redis port, if served */
 	uint8_t *pool;
 	uint64_t pool_len;
 	struct rdmx_mr *pool_mr;
@@ -276,6 +277,62 @@ static uint8_t kv_commit_put(struct rdmx_kv_server *srv, struct kv_item *it)
 	return st;
 }
 
+uint8_t kv_server_del(struct rdmx_kv_server *srv, const void *key, size_t klen)
+{
+	uint8_t st = KV_OK;
+
+	/* Logged first, found or not: replay forgives a miss. */
+	kv_aof_lock(srv->aof);
+	if (kv_aof_append(srv->aof, 'D', key, (uint16_t)klen, NULL, 0))
+		st = KV_IOERR;
+	kv_store_lock(srv->store);
+	if (st == KV_OK && !kv_del(srv->store, key, klen))
+		st = KV_NOT_FOUND;
+	kv_store_unlock(srv->store);
+	kv_aof_unlock(srv->aof);
+	return st;
+}
+
+uint8_t kv_server_put(struct rdmx_kv_server *srv, const void *key, size_t klen,
+		      const void *val, uint64_t vlen)
+{
+	struct kv_item *it;
+
+	if (!klen || klen > RDMX_KV_KEY_MAX)
+		return KV_BAD;
+	kv_store_lock(srv->store);
+	it = kv_prepare(srv->store, key, klen, vlen);
+	kv_store_unlock(srv->store);
+	if (!it)
+		return KV_NOMEM;
+	memcpy(srv->pool + it->off, val, vlen);
+	return kv_commit_put(srv, it);
+}
+
+bool kv_server_exists(struct rdmx_kv_server *srv, const void *key, size_t klen)
+{
+	struct kv_item *it = NULL;
+
+	if (!klen || klen > RDMX_KV_KEY_MAX)
+		return false;
+	kv_store_lock(srv->store);
+	it = kv_get(srv->store, key, klen);
+	if (it)
+		kv_unref(srv->store, it);
+	kv_store_unlock(srv->store);
+	return it != NULL;
+}
+
+struct kv_store *kv_server_store(struct rdmx_kv_server *srv)
+{
+	return srv->store;
+}
+
+bool kv_server_persists(const struct rdmx_kv_server *srv)
+{
+	return srv->aof != NULL;
+}
+
 static void kv_do_get(struct kv_worker *w, struct kv_work *op,
 		      const struct kv_req *r)
 {
@@ -372,7 +429,6 @@ static void kv_request(struct kv_worker *w, struct kv_client *cl,
 {
 	struct kv_req r;
 	struct kv_work *op;
-	struct kv_store *s = w->srv->store;
 
 	if (!kv_req_decode(msg, len, &r) ||
 	    (r.op != KV_OP_HELLO && !cl->hello)) {
@@ -404,20 +460,9 @@ static void kv_request(struct kv_worker *w, struct kv_client *cl,
 	case KV_OP_PUT_READ:
 		kv_do_put(w, op, &r);
 		return;
-	default: {
-		uint8_t st = KV_OK;
-
-		/* Logged first, found or not: replay forgives a miss. */
-		kv_aof_lock(w->srv->aof);
-		if (kv_aof_append(w->srv->aof, 'D', r.key, r.key_len, NULL, 0))
-			st = KV_IOERR;
-		kv_store_lock(s);
-		if (st == KV_OK && !kv_del(s, r.key, r.key_len))
-			st = KV_NOT_FOUND;
-		kv_store_unlock(s);
-		kv_aof_unlock(w->srv->aof);
-		kv_send_answer(w, op, st, 0);
-	}
+	default:
+		kv_send_answer(w, op, kv_server_del(w->srv, r.key, r.key_len),
+			       0);
 	}
 }
 
@@ -662,6 +707,10 @@ rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
 		st = kv_worker_open(srv, &srv->w[i]);
 	if (!st)
 		st = rdmx_listen(ctx, addr, &srv->lst);
+	if (!st && mask & RDMX_KV_SERVER_ATTR_RESP &&
+	    (!attr->resp_addr ||
+	     kv_resp_start(srv, attr->resp_addr, &srv->resp)))
+		st = attr->resp_addr ? RDMX_ERR_SYSTEM : RDMX_ERR_INVALID;
 	if (st)
 		goto err;
 	for (uint32_t i = 0; i < threads; i++) {
@@ -687,6 +736,11 @@ err:
 int rdmx_kv_server_port(const struct rdmx_kv_server *srv)
 {
 	return rdmx_listener_port(srv->lst);
+}
+
+int rdmx_kv_server_resp_port(const struct rdmx_kv_server *srv)
+{
+	return kv_resp_port(srv->resp);
 }
 
 void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
@@ -719,6 +773,7 @@ void rdmx_kv_server_destroy(struct rdmx_kv_server *srv)
 {
 	if (!srv)
 		return;
+	kv_resp_stop(srv->resp);
 	atomic_store(&srv->stop, true);
 	if (srv->accepting)
 		pthread_join(srv->accepter, NULL);

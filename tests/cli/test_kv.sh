@@ -86,4 +86,32 @@ kill -TERM "$server"
 wait "$server"
 one_line "bad fsync" "always, everysec or no" "$rdmx" kv serve :0 --fsync sometimes
 
+# --resp-port: the Redis tools, unchanged, on the same store.
+start "$rdmx" kv serve :0 --memory-mb 64 --resp-port 127.0.0.1:0 || exit 1
+rport=$(sed -n 's/.*Redis protocol on port \([0-9]*\).*/\1/p' "$tmp/server")
+if [ -n "$rport" ] &&
+	[ "$(redis-cli -p "$rport" ping)" = PONG ] &&
+	[ "$(redis-cli -p "$rport" set shared "from redis-cli")" = OK ] &&
+	run "get via rdmx" 0 "$rdmx" kv get "127.0.0.1:$port" shared &&
+	[ "$(cat "$tmp/out")" = "from redis-cli" ] &&
+	"$rdmx" kv put "127.0.0.1:$port" back "from rdmx" >/dev/null 2>&1 &&
+	[ "$(redis-cli -p "$rport" get back)" = "from rdmx" ] &&
+	[ "$(redis-cli -p "$rport" exists shared back nope)" = 2 ] &&
+	[ "$(redis-cli -p "$rport" del shared)" = 1 ] &&
+	redis-cli -p "$rport" info | grep -q "^db0:keys=1,"; then
+	ok "kv --resp-port: redis-cli SET, rdmx kv get, and back"
+else
+	bad "kv --resp-port with redis-cli"
+fi
+if redis-benchmark -p "$rport" -t get,set -d 4096 -n 2000 -c 8 -q \
+	>"$tmp/out" 2>"$tmp/err" && grep -q "SET: [0-9.]* requests per second" "$tmp/out" &&
+	grep -q "GET: [0-9.]* requests per second" "$tmp/out" &&
+	! grep -q WARNING "$tmp/err" "$tmp/out"; then
+	ok "kv --resp-port: redis-benchmark -t get,set runs, no warnings"
+else
+	bad "kv --resp-port with redis-benchmark"
+fi
+kill -TERM "$server"
+wait "$server"
+
 finish
