@@ -164,6 +164,8 @@ int cli_bench(int argc, char **argv);
 int cli_page(int argc, char **argv);
 /* rdmx kv serve|put|get|del (lib/kv). */
 int cli_kv(int argc, char **argv);
+/* rdmx kv bench, in its own file. */
+int cli_kv_bench(int argc, char **argv);
 /* rdmx info's RDMA part; returns the number of problems found. */
 int cli_info_verbs(void);
 int cli_info(int argc, char **argv);

@@ -31,6 +31,7 @@ static void kv_usage(FILE *f)
 		"       rdmx kv put HOST[:PORT] KEY [VALUE | -f FILE]\n"
 		"       rdmx kv get HOST[:PORT] KEY [-o FILE]\n"
 		"       rdmx kv del HOST[:PORT] KEY\n"
+		"       rdmx kv bench HOST[:PORT] [options] (see --help there)\n"
 		"  A key-value store whose server RDMA-writes each value into\n"
 		"  the client's buffer (port %d when none is given).\n"
 		"options (serve):\n"
@@ -378,6 +379,8 @@ int cli_kv(int argc, char **argv)
 		kv_usage(stdout);
 		return 0;
 	}
+	if (what && !strcmp(what, "bench"))
+		return cli_kv_bench(argc - 1, argv + 1);
 	if (!what || (strcmp(what, "serve") && strcmp(what, "put") &&
 		      strcmp(what, "get") && strcmp(what, "del"))) {
 		kv_usage(stderr);

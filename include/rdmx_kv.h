@@ -191,7 +191,11 @@ rdmx_status rdmx_kv_post_del(struct rdmx_kv_client *c, const void *key,
 			     size_t klen, uint64_t tag);
 /*
  * Take up to @max results, waiting up to @timeout_ms (0: not at all) for
- * the first. Returns the number taken or a negative status.
+ * the first: it spins progress.wait_spin, then sleeps. Returns the number
+ * taken (0 at the timeout; the requests stay in flight) or a negative
+ * status. A server that dies fails what is in flight with
+ * RDMX_ERR_CONN_LOST; one that hangs is the caller's to give up on
+ * (rdmx_kv_close), or the synchronous calls' after timeout_ms.
  */
 int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		 int timeout_ms);

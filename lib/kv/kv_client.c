@@ -400,6 +400,21 @@ rdmx_status rdmx_kv_post_del(struct rdmx_kv_client *c, const void *key,
 	return kv_send(c, i, &r, key, NULL, 0);
 }
 
+/*
+ * Nothing to take: wait on the cq (it spins progress.wait_spin, then
+ * sleeps), so many clients on few cores leave the cores to the server.
+ * True once @deadline has passed.
+ */
+static bool kv_wait_cq(struct rdmx_kv_client *c, double deadline)
+{
+	double left = deadline - kv_client_now_ms();
+
+	if (left <= 0)
+		return true;
+	rdmx_cq_wait(c->cq, left < 10 ? (int)left + 1 : 10);
+	return false;
+}
+
 int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		 int timeout_ms)
 {
@@ -415,10 +430,8 @@ int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		}
 		if (n || !timeout_ms || c->dead || !c->busy)
 			return n;
-		if (kv_client_now_ms() > deadline) {
-			kv_client_fail(c, RDMX_ERR_TIMEOUT);
-			continue; /* the failures are results */
-		}
+		if (kv_wait_cq(c, deadline))
+			return 0;
 	}
 }
 
@@ -455,7 +468,7 @@ static rdmx_status kv_wait(struct rdmx_kv_client *c, uint64_t tag,
 		}
 		if (c->dead)
 			return c->dead;
-		if (!kv_progress(c) && kv_client_now_ms() > deadline)
+		if (!kv_progress(c) && kv_wait_cq(c, deadline))
 			kv_client_fail(c, RDMX_ERR_TIMEOUT);
 	}
 }

@@ -440,6 +440,12 @@ int kv_resp_start(struct rdmx_kv_server *srv, const char *addr,
 		goto err;
 	}
 	r->port = ntohs(sa.sin_port);
+	if (sa.sin_addr.s_addr == htonl(INADDR_ANY))
+		kv_log(RDMX_LOG_WARN,
+		       "the Redis port %d listens on every address and has no "
+		       "AUTH: any host that reaches it may read and change "
+		       "every key (give it 127.0.0.1:PORT)",
+		       r->port);
 	ev.data.ptr = r;
 	epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->lfd, &ev);
 	ev.data.ptr = NULL;

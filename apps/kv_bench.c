@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rdmx kv bench HOST[:PORT] - load an rdmx kv server from client threads,
+ * each with its own context and connection, each keeping --pipeline
+ * requests in flight (the async API, spinning on completions), and report
+ * ops/s, MB/s and latency per operation. Every value GET returns is
+ * checked: it names its key and version, and its bytes follow from them.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "rdmx_kv.h"
+
+struct kvb_opts {
+	const char *addr, *config;
+	uint64_t ops, value_size, clients, keys, get_pct, pipeline;
+	bool json, no_load;
+	int spin; /* 1 spin, 0 block, -1 auto: spin while clients <= cores */
+};
+
+struct kvb_thread {
+	const struct kvb_opts *o;
+	struct rdmx_ctx *ctx; /* one for all: one progress thread */
+	int id;
+	pthread_t t;
+	double *lat[2]; /* GET, PUT: µs per request */
+	uint64_t n[2], bad, failed, missing;
+	rdmx_status st;
+};
+
+static void kvb_key(char *buf, uint64_t k)
+{
+	snprintf(buf, 32, "key:%012" PRIu64, k);
+}
+
+/* A value: key and version in its first 16 bytes, the rest from them. */
+static void kvb_fill(uint8_t *p, uint64_t len, uint64_t key, uint64_t ver)
+{
+	uint64_t h[2] = { key, ver };
+
+	memcpy(p, h, len < 16 ? len : 16);
+	for (uint64_t i = 16; i < len; i++)
+		p[i] = (uint8_t)(key * 131 + ver * 31 + i);
+}
+
+static bool kvb_check(const uint8_t *p, uint64_t len, uint64_t key)
+{
+	uint64_t h[2] = { 0, 0 };
+
+	if (len < 16)
+		return true; /* nothing to name them by */
+	memcpy(h, p, 16);
+	if (h[0] != key)
+		return false;
+	for (uint64_t i = 16; i < len; i++)
+		if (p[i] != (uint8_t)(key * 131 + h[1] * 31 + i))
+			return false;
+	return true;
+}
+
+static uint64_t kvb_rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* One client: a context, a connection, a pipeline of requests. */
+static void *kvb_run(void *arg)
+{
+	struct kvb_thread *t = arg;
+	const struct kvb_opts *o = t->o;
+	uint64_t share =
+		o->ops / o->clients + (t->id < (int)(o->ops % o->clients));
+	uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(t->id + 1), posted = 0,
+		 done = 0, ver = (uint64_t)t->id << 40;
+	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
+				   .buffer_bytes = o->value_size * 2 *
+							   (o->pipeline + 1) +
+						   (1 << 20) };
+	struct rdmx_kv_client *c = NULL;
+	struct rdmx_kv_result res[32];
+	double *start = calloc(o->pipeline * 2 + 64, sizeof(double));
+	uint64_t *keyof = calloc(o->pipeline * 2 + 64, sizeof(uint64_t));
+	uint8_t *val = malloc(o->value_size ? o->value_size : 1);
+	char key[32];
+
+	t->lat[0] = malloc(share * sizeof(double) + 8);
+	t->lat[1] = malloc(share * sizeof(double) + 8);
+	t->st = rdmx_kv_connect(t->ctx, o->addr, &ka, &c);
+	while (!t->st && done < share && !cli_stop) {
+		/* Keep the pipe full; tags index the start times. */
+		while (posted < share && posted - done < o->pipeline) {
+			uint64_t k = kvb_rnd(&s) % o->keys,
+				 slot = posted % (o->pipeline * 2 + 64);
+			bool get = kvb_rnd(&s) % 100 < o->get_pct;
+			rdmx_status st;
+
+			kvb_key(key, k);
+			if (get) {
+				st = rdmx_kv_post_get(c, key, strlen(key),
+						      o->value_size, slot);
+			} else {
+				kvb_fill(val, o->value_size, k, ++ver);
+				st = rdmx_kv_post_put(c, key, strlen(key), val,
+						      o->value_size,
+						      slot | 1ull << 63);
+			}
+			if (st == RDMX_ERR_AGAIN)
+				break;
+			if (st) {
+				t->st = st;
+				break;
+			}
+			start[slot] = cli_now_us();
+			keyof[slot] = k;
+			posted++;
+		}
+		/* A full pipe waits (spin, then sleep): 32 clients on two
+		 * cores must leave the server room. */
+		int n = rdmx_kv_poll(
+			c, res, 32,
+			!o->spin && posted - done >= o->pipeline ? 1000 : 0);
+
+		if (n < 0) {
+			t->st = n;
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			uint64_t slot = res[i].tag & ~(1ull << 63);
+			int kind = res[i].op == RDMX_KV_GET ? 0 : 1;
+
+			t->lat[kind][t->n[kind]++] = cli_now_us() - start[slot];
+			done++;
+			if (res[i].status == RDMX_ERR_NOT_FOUND) {
+				t->missing++;
+			} else if (res[i].status) {
+				t->failed++;
+				if (res[i].status == RDMX_ERR_CONN_LOST)
+					t->st = res[i].status;
+			} else if (kind == 0) {
+				if (!kvb_check(res[i].value.data,
+					       res[i].value.len, keyof[slot]) ||
+				    res[i].value.len != o->value_size)
+					t->bad++;
+				rdmx_kv_release(c, &res[i].value);
+			}
+		}
+	}
+	rdmx_kv_close(c);
+	free(start);
+	free(keyof);
+	free(val);
+	return NULL;
+}
+
+/* Store every key once, from one client, before the timed run. */
+static rdmx_status kvb_load(const struct kvb_opts *o)
+{
+	struct kvb_opts lo = *o;
+	struct kvb_thread t = { .o = &lo };
+	struct rdmx_ctx *ctx;
+	struct rdmx_kv_client *c;
+	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
+				   .buffer_bytes =
+					   o->value_size * 4 + (1 << 20) };
+	uint8_t *val = malloc(o->value_size ? o->value_size : 1);
+	char key[32];
+	rdmx_status st;
+
+	(void)t;
+	st = rdmx_ctx_create(NULL, &ctx);
+	if (!st)
+		st = rdmx_kv_connect(ctx, o->addr, &ka, &c);
+	for (uint64_t k = 0; !st && k < o->keys; k++) {
+		kvb_key(key, k);
+		kvb_fill(val, o->value_size, k, 0);
+		st = rdmx_kv_put(c, key, strlen(key), val, o->value_size);
+	}
+	if (ctx && c)
+		rdmx_kv_close(c);
+	rdmx_ctx_destroy(ctx);
+	free(val);
+	return st;
+}
+
+static void kvb_report_op(const char *name, double *v, uint64_t n, double secs,
+			  uint64_t value_size, bool json, bool first)
+{
+	double p50, p99, p999;
+
+	if (!n)
+		return;
+	p50 = cli_quantile(v, n, 0.5);
+	p99 = cli_quantile(v, n, 0.99);
+	p999 = cli_quantile(v, n, 0.999);
+	if (json) {
+		printf("%s\"%s\":{\"ops\":%" PRIu64 ",\"ops_per_s\":%.0f,"
+		       "\"mb_per_s\":%.1f,\"min_us\":%.1f,\"p50_us\":%.1f,"
+		       "\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f}",
+		       first ? "" : ",", name, n, n / secs,
+		       n * (double)value_size / secs / 1e6, v[0], p50, p99,
+		       p999, v[n - 1]);
+		return;
+	}
+	printf("%-4s %10" PRIu64 " %10.0f %9.1f %8.1f %8.1f %8.1f %8.1f "
+	       "%9.1f\n",
+	       name, n, n / secs, n * (double)value_size / secs / 1e6, v[0],
+	       p50, p99, p999, v[n - 1]);
+}
+
+static int kvb_main(const struct kvb_opts *o)
+{
+	struct kvb_thread *t = calloc(o->clients, sizeof(*t));
+	double *all[2], t0, secs;
+	uint64_t n[2] = { 0, 0 }, bad = 0, failed = 0, missing = 0;
+	rdmx_status st = RDMX_OK;
+
+	struct rdmx_ctx_attr ca = { .mask = o->config
+						    ? RDMX_CTX_ATTR_CONFIG_FILE
+						    : 0,
+				    .config_file = o->config };
+	struct rdmx_ctx *ctx = NULL;
+
+	if (!t)
+		return cli_fail("kv", "no memory");
+	st = rdmx_ctx_create(&ca, &ctx);
+	if (st) {
+		free(t);
+		return cli_fail("kv", "bench: %s", rdmx_strerror(st));
+	}
+	cli_catch_signals();
+	if (!o->no_load && (st = kvb_load(o)))
+		return cli_fail("kv", "bench: loading %" PRIu64 " keys: %s",
+				o->keys, rdmx_strerror(st));
+	t0 = cli_now_us();
+	for (uint64_t i = 0; i < o->clients; i++) {
+		t[i] = (struct kvb_thread){ .o = o, .ctx = ctx, .id = (int)i };
+		pthread_create(&t[i].t, NULL, kvb_run, &t[i]);
+	}
+	for (uint64_t i = 0; i < o->clients; i++)
+		pthread_join(t[i].t, NULL);
+	secs = (cli_now_us() - t0) / 1e6;
+	for (int k = 0; k < 2; k++) {
+		for (uint64_t i = 0; i < o->clients; i++)
+			n[k] += t[i].n[k];
+		all[k] = malloc((n[k] + 1) * sizeof(double));
+		n[k] = 0;
+		for (uint64_t i = 0; i < o->clients; i++) {
+			memcpy(all[k] + n[k], t[i].lat[k],
+			       t[i].n[k] * sizeof(double));
+			n[k] += t[i].n[k];
+		}
+	}
+	for (uint64_t i = 0; i < o->clients; i++) {
+		bad += t[i].bad;
+		failed += t[i].failed;
+		missing += t[i].missing;
+		if (t[i].st && !st)
+			st = t[i].st;
+		free(t[i].lat[0]);
+		free(t[i].lat[1]);
+	}
+	if (o->json) {
+		printf("{\"addr\":\"%s\",\"clients\":%" PRIu64
+		       ",\"pipeline\":%" PRIu64 ",\"value_size\":%" PRIu64
+		       ",\"keys\":%" PRIu64 ",\"get_pct\":%" PRIu64
+		       ",\"seconds\":%.3f,\"ops_per_s\":%.0f,\"wait\":\"%s\",",
+		       o->addr, o->clients, o->pipeline, o->value_size, o->keys,
+		       o->get_pct, secs, (n[0] + n[1]) / secs,
+		       o->spin ? "spin" : "block");
+		kvb_report_op("get", all[0], n[0], secs, o->value_size, true,
+			      true);
+		kvb_report_op("put", all[1], n[1], secs, o->value_size, true,
+			      !n[0]);
+		printf(",\"checked\":%" PRIu64 ",\"bad\":%" PRIu64
+		       ",\"failed\":%" PRIu64 ",\"missing\":%" PRIu64 "}\n",
+		       n[0], bad, failed, missing);
+	} else {
+		printf("rdmx kv bench: %s, %" PRIu64
+		       " clients x pipeline %" PRIu64 ", %" PRIu64
+		       " B values, %" PRIu64 " keys, %" PRIu64
+		       "%% GET; %.0f ops/s in %.2f s (clients %s)\n",
+		       o->addr, o->clients, o->pipeline, o->value_size, o->keys,
+		       o->get_pct, (n[0] + n[1]) / secs, secs,
+		       o->spin ? "spin" : "block");
+		printf("%-4s %10s %10s %9s %8s %8s %8s %8s %9s\n", "op", "ops",
+		       "ops/s", "MB/s", "min us", "p50", "p99", "p99.9", "max");
+		kvb_report_op("get", all[0], n[0], secs, o->value_size, false,
+			      true);
+		kvb_report_op("put", all[1], n[1], secs, o->value_size, false,
+			      true);
+		printf("%" PRIu64 " values checked, %" PRIu64 " wrong, %" PRIu64
+		       " failed, %" PRIu64 " missing\n",
+		       n[0] - missing, bad, failed, missing);
+	}
+	free(all[0]);
+	free(all[1]);
+	free(t);
+	rdmx_ctx_destroy(ctx);
+	if (st)
+		return cli_fail("kv", "bench: %s", rdmx_strerror(st));
+	return bad || failed ? 1 : 0;
+}
+
+static void kvb_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmx kv bench HOST[:PORT] [options]\n"
+		"  -n, --ops N          requests in all (default 100000)\n"
+		"  -s, --value-size S   bytes per value (default 4096)\n"
+		"  -C, --clients C      client threads (default 1)\n"
+		"  -k, --keys K         key space, loaded first (default 10000)\n"
+		"  -g, --get-ratio PCT  share of GETs, the rest PUTs (default 90)\n"
+		"  -P, --pipeline P     requests in flight per client (default 1,\n"
+		"                       at most 64)\n"
+		"      --no-load        do not store the keys first\n"
+		"      --wait W         spin, or block (spin progress.wait_spin,\n"
+		"                       then sleep) when the pipe is full;\n"
+		"                       default: spin while clients <= cores\n"
+		"      --json           one JSON object on stdout\n"
+		"  -c, --config FILE    YAML configuration\n"
+		"      --transport T    auto, verbs, shm or tcp\n");
+}
+
+int cli_kv_bench(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "ops", required_argument, NULL, 'n' },
+		{ "value-size", required_argument, NULL, 's' },
+		{ "clients", required_argument, NULL, 'C' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "get-ratio", required_argument, NULL, 'g' },
+		{ "pipeline", required_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 1 },
+		{ "no-load", no_argument, NULL, 2 },
+		{ "transport", required_argument, NULL, 3 },
+		{ "wait", required_argument, NULL, 4 },
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct kvb_opts o = { .ops = 100000,
+			      .value_size = 4096,
+			      .clients = 1,
+			      .keys = 10000,
+			      .get_pct = 90,
+			      .pipeline = 1,
+			      .spin = -1 };
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:s:C:k:g:P:c:h", lo, NULL)) !=
+	       -1) {
+		uint64_t *v = NULL;
+		const char *name = NULL;
+
+		switch (c) {
+		case 'n':
+			v = &o.ops, name = "--ops";
+			break;
+		case 's':
+			v = &o.value_size, name = "--value-size";
+			break;
+		case 'C':
+			v = &o.clients, name = "--clients";
+			break;
+		case 'k':
+			v = &o.keys, name = "--keys";
+			break;
+		case 'g':
+			v = &o.get_pct, name = "--get-ratio";
+			break;
+		case 'P':
+			v = &o.pipeline, name = "--pipeline";
+			break;
+		case 1:
+			o.json = true;
+			break;
+		case 2:
+			o.no_load = true;
+			break;
+		case 3:
+			if (!cli_transport_option("kv", optarg))
+				return 1;
+			break;
+		case 4:
+			if (strcmp(optarg, "spin") && strcmp(optarg, "block"))
+				return cli_fail("kv",
+						"--wait is spin or block, "
+						"not '%s'",
+						optarg);
+			o.spin = !strcmp(optarg, "spin");
+			break;
+		case 'c':
+			o.config = optarg;
+			break;
+		case 'h':
+			kvb_usage(stdout);
+			return 0;
+		default:
+			return cli_fail("kv", "see rdmx kv bench --help");
+		}
+		if (v && !cli_size("kv", name, optarg, v))
+			return 1;
+	}
+	if (argc - optind != 1)
+		return cli_fail("kv", "bench takes one HOST[:PORT]");
+	o.addr = argv[optind];
+	if (o.spin < 0) { /* spinning clients beyond the cores starve it */
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+		o.spin = (long)o.clients <= (cores > 0 ? cores : 1);
+	}
+	if (!o.ops || !o.clients || o.clients > 1024 || !o.keys ||
+	    o.get_pct > 100 || !o.pipeline || o.pipeline > 64 ||
+	    o.value_size > (64 << 20))
+		return cli_fail("kv",
+				"--ops, --clients (1..1024) and --keys at "
+				"least 1, --get-ratio 0..100, --pipeline "
+				"1..64, --value-size at most 64m");
+	return kvb_main(&o);
+}

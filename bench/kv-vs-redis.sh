@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# rdmx kv beside Redis on this host, in one run, with ratios:
+#   redis      redis-server (Debian's, no persistence) under redis-benchmark
+#   resp       rdmx kv serve's Redis port under the same redis-benchmark
+#   rdmx shm   rdmx kv bench over shm
+#   rdmx tcp   rdmx kv bench over tcp
+# 4 KiB values, GET and SET, 1 and 32 clients, pipeline 1 and 16, one key
+# space of 10,000 keys. ops/s, p50 and p99 of a request (post to answer;
+# redis-benchmark's latency), and ratios to Redis's row. redis-benchmark and
+# Redis block between requests; rdmx kv bench spins while clients <= cores
+# and blocks (spins progress.wait_spin, then sleeps) beyond: the "waits"
+# column says which (a cross-core wake costs ~50 us on these VMs).
+#
+# usage: bench/kv-vs-redis.sh          (N=20000 for a short pass)
+# Installs redis-server and redis-tools, builds rdmx.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for p in redis-server redis-tools; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
+done
+make -s build >/dev/null
+RDMX=build/apps/rdmx
+N=${N:-100000}
+KEYS=10000
+tmp=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+port_of() { # file: the port a server printed
+	local p
+	p=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1")
+	echo "$p"
+}
+
+# Redis: no RDB snapshots, no AOF, on a loopback port of its own.
+rport=$((20000 + RANDOM % 20000))
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
+	--daemonize no >"$tmp/redis.log" 2>&1 &
+pids+=($!)
+"$RDMX" kv serve 127.0.0.1:0 --memory-mb 1024 --resp-port 127.0.0.1:0 \
+	>"$tmp/kv.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+	kport=$(port_of "$tmp/kv.log")
+	[ -n "$kport" ] && redis-cli -p "$rport" ping >/dev/null 2>&1 && break
+	sleep 0.1
+done
+resp=$(sed -n 's/.*Redis protocol on port \([0-9]*\).*/\1/p' "$tmp/kv.log")
+[ -n "$kport" ] && [ -n "$resp" ] || { cat "$tmp/kv.log"; exit 1; }
+
+# redis-benchmark's CSV row for OP: "ops p50_us p99_us".
+rb() { # port op clients pipeline
+	redis-benchmark -h 127.0.0.1 -p "$1" -t "$2" -d 4096 -n "$N" -c "$3" \
+		-P "$4" -r "$KEYS" --csv 2>/dev/null |
+		awk -F'"' -v op="${2^^}" '$2 == op { printf "%.0f %.1f %.1f\n", $4, $10 * 1000, $14 * 1000 }'
+}
+
+# rdmx kv bench's JSON for OP: "ops p50_us p99_us waits".
+kb() { # transport op clients pipeline
+	local ratio=100 key=get
+	[ "$2" = set ] && ratio=0 key=put
+	"$RDMX" kv bench "127.0.0.1:$kport" --transport "$1" -n "$N" -s 4096 \
+		-k "$KEYS" -C "$3" -P "$4" -g "$ratio" --json 2>/dev/null |
+		sed -n "s/.*\"wait\":\"\([a-z]*\)\".*\"$key\":{[^}]*\"ops_per_s\":\([0-9.]*\),[^}]*\"p50_us\":\([0-9.]*\),\"p99_us\":\([0-9.]*\).*/\2 \3 \4 \1/p"
+}
+
+printf '%-4s %3s %3s  %-9s %10s %9s %9s %8s %8s  %s\n' op c P tool ops/s \
+	"p50 us" "p99 us" "x ops" "x p99" waits
+for op in get set; do
+	for c in 1 32; do
+		for P in 1 16; do
+			read -r r_ops r_50 r_99 < <(rb "$rport" "$op" "$c" "$P")
+			row() { # tool ops p50 p99 waits
+				printf '%-4s %3s %3s  %-9s %10s %9s %9s %8s %8s  %s\n' \
+					"$op" "$c" "$P" "$1" "$2" "$3" "$4" \
+					"$(awk -v a="$2" -v b="$r_ops" 'BEGIN { printf "%.2f", a / b }')" \
+					"$(awk -v a="$4" -v b="$r_99" 'BEGIN { printf "%.2f", a / b }')" "$5"
+			}
+			row redis "$r_ops" "$r_50" "$r_99" block
+			read -r ops p50 p99 < <(rb "$resp" "$op" "$c" "$P")
+			row resp "$ops" "$p50" "$p99" block
+			for t in shm tcp; do
+				read -r ops p50 p99 w < <(kb "$t" "$op" "$c" "$P")
+				row "rdmx $t" "$ops" "$p50" "$p99" "$w"
+			done
+		done
+	done
+done
