@@ -18,6 +18,9 @@
 #include "kv.h"
 
 #define KV_RECVS 512 /* srq RECVs per worker */
+/* Without a srq (siw has none): RECVs of each client's own, one for each
+ * request it may have in flight (the client's pipeline is 64). */
+#define KV_CONN_RECVS 65
 #define KV_OPS_CHUNK 1024
 #define KV_OPS_MAX (64 * KV_OPS_CHUNK) /* per worker */
 #define KV_TAG_WRITE 1ull /* wr_id bit: an unsignaled WRITE's error */
@@ -29,6 +32,8 @@ struct kv_client {
 	struct rdmx_conn *accepted;
 	struct rdmx_remote buf; /* the client's buffer, after HELLO */
 	bool hello, closed;
+	uint8_t *rbuf; /* KV_CONN_RECVS x KV_MSG, without a srq */
+	struct rdmx_mr *rmr;
 	struct kv_client *next_closing, *next_incoming;
 };
 
@@ -208,6 +213,8 @@ static void kv_client_reap(struct kv_worker *w)
 			continue;
 		}
 		*pp = cl->next_closing;
+		rdmx_mr_dereg(cl->rmr);
+		free(cl->rbuf);
 		free(cl);
 	}
 }
@@ -513,6 +520,15 @@ static rdmx_status kv_recv_post(struct kv_worker *w, uint32_t i)
 	return rdmx_srq_post_recv(w->srq, &sg, 1, i);
 }
 
+/* A client's own RECV @i, where there is no srq. */
+static rdmx_status kv_conn_recv_post(struct kv_client *cl,
+				     struct rdmx_conn *conn, uint32_t i)
+{
+	struct rdmx_sge sg = { cl->rbuf + (size_t)i * KV_MSG, KV_MSG, cl->rmr };
+
+	return rdmx_post_recv(conn, &sg, 1, i);
+}
+
 static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 {
 	struct kv_client *cl;
@@ -521,12 +537,27 @@ static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 		kv_done(w, wc);
 		return;
 	}
+	/*
+	 * A flushed RECV: the srq's at its end, or a client's own after we
+	 * closed it (its conn is gone: do not ask it). A client that died
+	 * is found by kv_client_check.
+	 */
 	if (wc->status != RDMX_OK)
-		return; /* the srq's RECVs flushed at its end */
+		return;
 	/* Open until the cq is empty (kv_client_reap): safe to ask. */
 	cl = rdmx_conn_user_ctx(wc->conn);
 	if (cl && !cl->conn) /* before the accepter handed it over */
 		cl->conn = wc->conn;
+	if (cl && cl->rbuf) {
+		if (!cl->closed) {
+			kv_request(w, cl, cl->rbuf + wc->wr_id * KV_MSG,
+				   wc->byte_len);
+			if (!cl->closed)
+				kv_conn_recv_post(cl, cl->conn,
+						  (uint32_t)wc->wr_id);
+		}
+		return;
+	}
 	if (cl && !cl->closed)
 		kv_request(w, cl, w->rbuf + wc->wr_id * KV_MSG, wc->byte_len);
 	kv_recv_post(w, (uint32_t)wc->wr_id);
@@ -569,6 +600,11 @@ static rdmx_status kv_worker_open(struct rdmx_kv_server *srv,
 		return st;
 	sa.cq = w->cq;
 	st = rdmx_srq_create(srv->ctx, &sa, &w->srq);
+	if (st == RDMX_ERR_UNSUPPORTED) { /* each client gets its own */
+		kv_log(RDMX_LOG_INFO, "no shared receive queue here: each "
+				      "client gets RECVs of its own");
+		return RDMX_OK;
+	}
 	if (st)
 		return st;
 	w->rbuf = aligned_alloc(64, (size_t)KV_RECVS * KV_MSG);
@@ -629,6 +665,25 @@ static void kv_hand_over(struct kv_worker *w, struct kv_client *cl,
 	atomic_fetch_add(&w->srv->clients_total, 1);
 }
 
+/* A client; with @own_recvs, its RECV buffers, registered. */
+static struct kv_client *kv_client_new(struct rdmx_kv_server *srv,
+				       bool own_recvs)
+{
+	struct kv_client *cl = calloc(1, sizeof(*cl));
+	size_t len = (size_t)KV_CONN_RECVS * KV_MSG;
+
+	if (!cl || !own_recvs)
+		return cl;
+	cl->rbuf = aligned_alloc(64, len);
+	if (!cl->rbuf || rdmx_mr_reg(srv->ctx, cl->rbuf, len,
+				     RDMX_ACCESS_LOCAL_WRITE, &cl->rmr)) {
+		free(cl->rbuf);
+		free(cl);
+		return NULL;
+	}
+	return cl;
+}
+
 static void *kv_accepter(void *arg)
 {
 	struct rdmx_kv_server *srv = arg;
@@ -640,23 +695,39 @@ static void *kv_accepter(void *arg)
 		/* The client rides on the connection, so its first request
 		 * finds it even before the worker takes it in. */
 		struct rdmx_conn *conn;
-		struct rdmx_conn_attr ca = { .mask = RDMX_CONN_ATTR_SRQ |
-						     RDMX_CONN_ATTR_USER_CTX,
-					     .cq = w->cq,
-					     .srq = w->srq };
+		struct rdmx_conn_attr ca = {
+			.mask = RDMX_CONN_ATTR_USER_CTX |
+				(w->srq ? RDMX_CONN_ATTR_SRQ : 0),
+			.cq = w->cq,
+			.srq = w->srq
+		};
 
-		if (!cl && !(cl = calloc(1, sizeof(*cl)))) {
+		if (!cl && !(cl = kv_client_new(srv, !w->srq))) {
 			usleep(10000);
 			continue;
 		}
 		ca.user_ctx = cl;
 		if (rdmx_accept(srv->lst, &ca, 100, &conn) != RDMX_OK)
 			continue;
+		if (cl->rbuf && !w->srq) {
+			rdmx_status st = RDMX_OK;
+
+			for (uint32_t i = 0; i < KV_CONN_RECVS && !st; i++)
+				st = kv_conn_recv_post(cl, conn, i);
+			if (st) { /* its worker never saw it: end it here */
+				rdmx_conn_close(conn);
+				continue;
+			}
+		}
 		kv_hand_over(w, cl, conn);
 		cl = NULL;
 		srv->next_worker = (srv->next_worker + 1) % srv->nworkers;
 	}
-	free(cl);
+	if (cl) {
+		rdmx_mr_dereg(cl->rmr);
+		free(cl->rbuf);
+		free(cl);
+	}
 	return NULL;
 }
 
