@@ -36,7 +36,7 @@ static void kv_usage(FILE *f)
 		"  the client's buffer (port %d when none is given).\n"
 		"options (serve):\n"
 		"      --memory-mb N   the value pool (default 1024)\n"
-		"      --threads N     workers (default: one per core)\n"
+		"      --threads N     workers (default: half the cores)\n"
 		"      --evict P       noeviction (a full pool refuses PUTs, the\n"
 		"                      default) or lru (the least recently used\n"
 		"                      values go)\n"

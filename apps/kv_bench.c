@@ -22,13 +22,14 @@ struct kvb_opts {
 	const char *addr, *config;
 	uint64_t ops, value_size, clients, keys, get_pct, pipeline;
 	bool json, no_load;
-	int spin; /* 1 spin, 0 block, -1 auto: spin while clients <= cores */
+	uint64_t threads; /* that serve the clients; 0: min(clients, cores) */
 };
 
 struct kvb_thread {
 	const struct kvb_opts *o;
 	struct rdmx_ctx *ctx; /* one for all: one progress thread */
 	int id;
+	uint64_t nthreads;
 	pthread_t t;
 	double *lat[2]; /* GET, PUT: µs per request */
 	uint64_t n[2], bad, failed, missing;
@@ -73,91 +74,130 @@ static uint64_t kvb_rnd(uint64_t *s)
 	return *s;
 }
 
-/* One client: a context, a connection, a pipeline of requests. */
+/* One client: a connection and its pipeline of requests. */
+struct kvb_client {
+	struct rdmx_kv_client *c;
+	uint64_t share, posted, done, rng, ver;
+	double *start; /* per tag slot */
+	uint64_t *keyof;
+};
+
+static uint64_t kvb_slots(const struct kvb_opts *o)
+{
+	return o->pipeline * 2 + 64;
+}
+
+/* Keep @k's pipe full; tags index the start times. */
+static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
+			    uint8_t *val)
+{
+	const struct kvb_opts *o = t->o;
+	char key[32];
+
+	while (k->posted < k->share && k->posted - k->done < o->pipeline) {
+		uint64_t n = kvb_rnd(&k->rng) % o->keys,
+			 slot = k->posted % kvb_slots(o);
+		bool get = kvb_rnd(&k->rng) % 100 < o->get_pct;
+		rdmx_status st;
+
+		kvb_key(key, n);
+		if (get) {
+			st = rdmx_kv_post_get(k->c, key, strlen(key),
+					      o->value_size, slot);
+		} else {
+			kvb_fill(val, o->value_size, n, ++k->ver);
+			st = rdmx_kv_post_put(k->c, key, strlen(key), val,
+					      o->value_size, slot | 1ull << 63);
+		}
+		if (st == RDMX_ERR_AGAIN)
+			break;
+		if (st)
+			return st;
+		k->start[slot] = cli_now_us();
+		k->keyof[slot] = n;
+		k->posted++;
+	}
+	return RDMX_OK;
+}
+
+/* Take @k's results: latency, and every GET's value checked. */
+static rdmx_status kvb_take(struct kvb_thread *t, struct kvb_client *k)
+{
+	struct rdmx_kv_result res[32];
+	int n = rdmx_kv_poll(k->c, res, 32, 0);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		uint64_t slot = res[i].tag & ~(1ull << 63);
+		int kind = res[i].op == RDMX_KV_GET ? 0 : 1;
+
+		t->lat[kind][t->n[kind]++] = cli_now_us() - k->start[slot];
+		k->done++;
+		if (res[i].status == RDMX_ERR_NOT_FOUND) {
+			t->missing++;
+		} else if (res[i].status) {
+			t->failed++;
+			if (res[i].status == RDMX_ERR_CONN_LOST)
+				return res[i].status;
+		} else if (kind == 0) {
+			if (!kvb_check(res[i].value.data, res[i].value.len,
+				       k->keyof[slot]) ||
+			    res[i].value.len != t->o->value_size)
+				t->bad++;
+			rdmx_kv_release(k->c, &res[i].value);
+		}
+	}
+	return RDMX_OK;
+}
+
+/*
+ * One thread: the clients i with i % threads == id, served in turn,
+ * spinning (as redis-benchmark serves all its clients from one loop).
+ */
 static void *kvb_run(void *arg)
 {
 	struct kvb_thread *t = arg;
 	const struct kvb_opts *o = t->o;
-	uint64_t share =
-		o->ops / o->clients + (t->id < (int)(o->ops % o->clients));
-	uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(t->id + 1), posted = 0,
-		 done = 0, ver = (uint64_t)t->id << 40;
+	uint64_t nk = 0, total = 0;
 	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
 				   .buffer_bytes = o->value_size * 2 *
 							   (o->pipeline + 1) +
 						   (1 << 20) };
-	struct rdmx_kv_client *c = NULL;
-	struct rdmx_kv_result res[32];
-	double *start = calloc(o->pipeline * 2 + 64, sizeof(double));
-	uint64_t *keyof = calloc(o->pipeline * 2 + 64, sizeof(uint64_t));
+	struct kvb_client *k = calloc(o->clients, sizeof(*k));
 	uint8_t *val = malloc(o->value_size ? o->value_size : 1);
-	char key[32];
+	bool busy = true;
 
-	t->lat[0] = malloc(share * sizeof(double) + 8);
-	t->lat[1] = malloc(share * sizeof(double) + 8);
-	t->st = rdmx_kv_connect(t->ctx, o->addr, &ka, &c);
-	while (!t->st && done < share && !cli_stop) {
-		/* Keep the pipe full; tags index the start times. */
-		while (posted < share && posted - done < o->pipeline) {
-			uint64_t k = kvb_rnd(&s) % o->keys,
-				 slot = posted % (o->pipeline * 2 + 64);
-			bool get = kvb_rnd(&s) % 100 < o->get_pct;
-			rdmx_status st;
-
-			kvb_key(key, k);
-			if (get) {
-				st = rdmx_kv_post_get(c, key, strlen(key),
-						      o->value_size, slot);
-			} else {
-				kvb_fill(val, o->value_size, k, ++ver);
-				st = rdmx_kv_post_put(c, key, strlen(key), val,
-						      o->value_size,
-						      slot | 1ull << 63);
-			}
-			if (st == RDMX_ERR_AGAIN)
-				break;
-			if (st) {
-				t->st = st;
-				break;
-			}
-			start[slot] = cli_now_us();
-			keyof[slot] = k;
-			posted++;
-		}
-		/* A full pipe waits (spin, then sleep): 32 clients on two
-		 * cores must leave the server room. */
-		int n = rdmx_kv_poll(
-			c, res, 32,
-			!o->spin && posted - done >= o->pipeline ? 1000 : 0);
-
-		if (n < 0) {
-			t->st = n;
-			break;
-		}
-		for (int i = 0; i < n; i++) {
-			uint64_t slot = res[i].tag & ~(1ull << 63);
-			int kind = res[i].op == RDMX_KV_GET ? 0 : 1;
-
-			t->lat[kind][t->n[kind]++] = cli_now_us() - start[slot];
-			done++;
-			if (res[i].status == RDMX_ERR_NOT_FOUND) {
-				t->missing++;
-			} else if (res[i].status) {
-				t->failed++;
-				if (res[i].status == RDMX_ERR_CONN_LOST)
-					t->st = res[i].status;
-			} else if (kind == 0) {
-				if (!kvb_check(res[i].value.data,
-					       res[i].value.len, keyof[slot]) ||
-				    res[i].value.len != o->value_size)
-					t->bad++;
-				rdmx_kv_release(c, &res[i].value);
-			}
+	for (uint64_t i = (uint64_t)t->id; i < o->clients && k;
+	     i += t->nthreads, nk++) {
+		k[nk].share = o->ops / o->clients + (i < o->ops % o->clients);
+		k[nk].rng = 0x9e3779b97f4a7c15ull * (i + 1);
+		k[nk].ver = i << 40;
+		k[nk].start = calloc(kvb_slots(o), sizeof(double));
+		k[nk].keyof = calloc(kvb_slots(o), sizeof(uint64_t));
+		total += k[nk].share;
+		if (!t->st)
+			t->st = rdmx_kv_connect(t->ctx, o->addr, &ka, &k[nk].c);
+	}
+	t->lat[0] = malloc(total * sizeof(double) + 8);
+	t->lat[1] = malloc(total * sizeof(double) + 8);
+	while (!t->st && busy && !cli_stop) {
+		busy = false;
+		for (uint64_t j = 0; j < nk && !t->st; j++) {
+			if (k[j].done == k[j].share)
+				continue;
+			busy = true;
+			t->st = kvb_post(t, &k[j], val);
+			if (!t->st)
+				t->st = kvb_take(t, &k[j]);
 		}
 	}
-	rdmx_kv_close(c);
-	free(start);
-	free(keyof);
+	for (uint64_t j = 0; j < nk; j++) {
+		rdmx_kv_close(k[j].c);
+		free(k[j].start);
+		free(k[j].keyof);
+	}
+	free(k);
 	free(val);
 	return NULL;
 }
@@ -242,25 +282,27 @@ static int kvb_main(const struct kvb_opts *o)
 		return cli_fail("kv", "bench: loading %" PRIu64 " keys: %s",
 				o->keys, rdmx_strerror(st));
 	t0 = cli_now_us();
-	for (uint64_t i = 0; i < o->clients; i++) {
-		t[i] = (struct kvb_thread){ .o = o, .ctx = ctx, .id = (int)i };
+	for (uint64_t i = 0; i < o->threads; i++) {
+		t[i] = (struct kvb_thread){
+			.o = o, .ctx = ctx, .id = (int)i, .nthreads = o->threads
+		};
 		pthread_create(&t[i].t, NULL, kvb_run, &t[i]);
 	}
-	for (uint64_t i = 0; i < o->clients; i++)
+	for (uint64_t i = 0; i < o->threads; i++)
 		pthread_join(t[i].t, NULL);
 	secs = (cli_now_us() - t0) / 1e6;
 	for (int k = 0; k < 2; k++) {
-		for (uint64_t i = 0; i < o->clients; i++)
+		for (uint64_t i = 0; i < o->threads; i++)
 			n[k] += t[i].n[k];
 		all[k] = malloc((n[k] + 1) * sizeof(double));
 		n[k] = 0;
-		for (uint64_t i = 0; i < o->clients; i++) {
+		for (uint64_t i = 0; i < o->threads; i++) {
 			memcpy(all[k] + n[k], t[i].lat[k],
 			       t[i].n[k] * sizeof(double));
 			n[k] += t[i].n[k];
 		}
 	}
-	for (uint64_t i = 0; i < o->clients; i++) {
+	for (uint64_t i = 0; i < o->threads; i++) {
 		bad += t[i].bad;
 		failed += t[i].failed;
 		missing += t[i].missing;
@@ -273,10 +315,10 @@ static int kvb_main(const struct kvb_opts *o)
 		printf("{\"addr\":\"%s\",\"clients\":%" PRIu64
 		       ",\"pipeline\":%" PRIu64 ",\"value_size\":%" PRIu64
 		       ",\"keys\":%" PRIu64 ",\"get_pct\":%" PRIu64
-		       ",\"seconds\":%.3f,\"ops_per_s\":%.0f,\"wait\":\"%s\",",
+		       ",\"threads\":%" PRIu64
+		       ",\"seconds\":%.3f,\"ops_per_s\":%.0f,\"wait\":\"spin\",",
 		       o->addr, o->clients, o->pipeline, o->value_size, o->keys,
-		       o->get_pct, secs, (n[0] + n[1]) / secs,
-		       o->spin ? "spin" : "block");
+		       o->get_pct, o->threads, secs, (n[0] + n[1]) / secs);
 		kvb_report_op("get", all[0], n[0], secs, o->value_size, true,
 			      true);
 		kvb_report_op("put", all[1], n[1], secs, o->value_size, true,
@@ -288,10 +330,10 @@ static int kvb_main(const struct kvb_opts *o)
 		printf("rdmx kv bench: %s, %" PRIu64
 		       " clients x pipeline %" PRIu64 ", %" PRIu64
 		       " B values, %" PRIu64 " keys, %" PRIu64
-		       "%% GET; %.0f ops/s in %.2f s (clients %s)\n",
+		       "%% GET; %.0f ops/s in %.2f s (%" PRIu64
+		       " threads spin over the clients)\n",
 		       o->addr, o->clients, o->pipeline, o->value_size, o->keys,
-		       o->get_pct, (n[0] + n[1]) / secs, secs,
-		       o->spin ? "spin" : "block");
+		       o->get_pct, (n[0] + n[1]) / secs, secs, o->threads);
 		printf("%-4s %10s %10s %9s %8s %8s %8s %8s %9s\n", "op", "ops",
 		       "ops/s", "MB/s", "min us", "p50", "p99", "p99.9", "max");
 		kvb_report_op("get", all[0], n[0], secs, o->value_size, false,
@@ -323,9 +365,8 @@ static void kvb_usage(FILE *f)
 		"  -P, --pipeline P     requests in flight per client (default 1,\n"
 		"                       at most 64)\n"
 		"      --no-load        do not store the keys first\n"
-		"      --wait W         spin, or block (spin progress.wait_spin,\n"
-		"                       then sleep) when the pipe is full;\n"
-		"                       default: spin while clients <= cores\n"
+		"  -T, --threads N      threads that serve the clients in turn,\n"
+		"                       spinning (default half the cores)\n"
 		"      --json           one JSON object on stdout\n"
 		"  -c, --config FILE    YAML configuration\n"
 		"      --transport T    auto, verbs, shm or tcp\n");
@@ -343,7 +384,7 @@ int cli_kv_bench(int argc, char **argv)
 		{ "json", no_argument, NULL, 1 },
 		{ "no-load", no_argument, NULL, 2 },
 		{ "transport", required_argument, NULL, 3 },
-		{ "wait", required_argument, NULL, 4 },
+		{ "threads", required_argument, NULL, 'T' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -353,12 +394,11 @@ int cli_kv_bench(int argc, char **argv)
 			      .clients = 1,
 			      .keys = 10000,
 			      .get_pct = 90,
-			      .pipeline = 1,
-			      .spin = -1 };
+			      .pipeline = 1 };
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:s:C:k:g:P:c:h", lo, NULL)) !=
+	while ((c = getopt_long(argc, argv, "n:s:C:k:g:P:T:c:h", lo, NULL)) !=
 	       -1) {
 		uint64_t *v = NULL;
 		const char *name = NULL;
@@ -392,13 +432,8 @@ int cli_kv_bench(int argc, char **argv)
 			if (!cli_transport_option("kv", optarg))
 				return 1;
 			break;
-		case 4:
-			if (strcmp(optarg, "spin") && strcmp(optarg, "block"))
-				return cli_fail("kv",
-						"--wait is spin or block, "
-						"not '%s'",
-						optarg);
-			o.spin = !strcmp(optarg, "spin");
+		case 'T':
+			v = &o.threads, name = "--threads";
 			break;
 		case 'c':
 			o.config = optarg;
@@ -415,11 +450,14 @@ int cli_kv_bench(int argc, char **argv)
 	if (argc - optind != 1)
 		return cli_fail("kv", "bench takes one HOST[:PORT]");
 	o.addr = argv[optind];
-	if (o.spin < 0) { /* spinning clients beyond the cores starve it */
+	if (!o.threads) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
-		o.spin = (long)o.clients <= (cores > 0 ? cores : 1);
+		/* Half the cores: a server on this host needs the rest. */
+		o.threads = (uint64_t)(cores > 1 ? cores / 2 : 1);
 	}
+	if (o.threads > o.clients)
+		o.threads = o.clients;
 	if (!o.ops || !o.clients || o.clients > 1024 || !o.keys ||
 	    o.get_pct > 100 || !o.pipeline || o.pipeline > 64 ||
 	    o.value_size > (64 << 20))

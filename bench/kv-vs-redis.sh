@@ -39,7 +39,7 @@ rport=$((20000 + RANDOM % 20000))
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
 	--daemonize no >"$tmp/redis.log" 2>&1 &
 pids+=($!)
-"$RDMX" kv serve 127.0.0.1:0 --memory-mb 1024 --resp-port 127.0.0.1:0 \
+"$RDMX" kv serve :0 --memory-mb 1024 --resp-port 127.0.0.1:0 \
 	>"$tmp/kv.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do

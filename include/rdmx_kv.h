@@ -58,7 +58,9 @@ enum rdmx_kv_evict {
 struct rdmx_kv_server_attr {
 	uint64_t mask; /* RDMX_KV_SERVER_ATTR_* bits of valid fields */
 	uint64_t memory; /* the value pool, bytes (1 GiB) */
-	uint32_t threads; /* workers, each with a srq and a loop (cores) */
+	/* Workers, each with a srq and a loop (half the cores: the rest
+	 * for rdmx's progress threads and the clients on this host). */
+	uint32_t threads;
 	enum rdmx_kv_evict evict;
 	/*
 	 * RDMX_KV_SERVER_ATTR_AOF: append every PUT and DELETE to this file,

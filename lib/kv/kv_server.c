@@ -741,7 +741,7 @@ rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t threads = mask & RDMX_KV_SERVER_ATTR_THREADS
 				   ? attr->threads
-				   : (uint32_t)(cores > 0 ? cores : 1);
+				   : (uint32_t)(cores > 1 ? cores / 2 : 1);
 	struct rdmx_kv_server *srv;
 	rdmx_status st;
 

@@ -52,12 +52,21 @@ else
 	bad "kv full pool"
 fi
 
+# bench: four clients, pipelined, every value GET returns checked.
+if run "bench" 0 "$rdmx" kv bench "$at" -n 4000 -C 4 -P 8 -k 200 -s 3000 --json &&
+	grep -qE '"get":\{"ops":[1-9]' "$tmp/out" && grep -qE '"put":\{"ops":[1-9]' "$tmp/out" &&
+	grep -qE '"checked":[1-9][0-9]*,"bad":0,"failed":0,"missing":0' "$tmp/out"; then
+	ok "kv bench --json: GETs and PUTs pipelined, every value checked"
+else
+	bad "kv bench"
+fi
+
 one_line "no key" "takes HOST\[:PORT\] KEY" "$rdmx" kv get "$at"
 one_line "bad memory" "memory-mb" "$rdmx" kv serve :0 --memory-mb 0
 
 kill -TERM "$server"
 if wait "$server" &&
-	grep -qE "server done: [0-9]+ clients; 3 keys, [0-9]+ bytes used; [0-9]+ gets \([0-9]+ hits\), [0-9]+ puts \(1 out of memory\), 1 deletes" "$tmp/server"; then
+	grep -qE "server done: [0-9]+ clients; [0-9]+ keys, [0-9]+ bytes used; [0-9]+ gets \([0-9]+ hits\), [0-9]+ puts \(1 out of memory\), 1 deletes" "$tmp/server"; then
 	ok "kv serve: SIGTERM ends it with exit 0 and a summary"
 else
 	bad "kv serve SIGTERM"
