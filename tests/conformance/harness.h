@@ -112,6 +112,12 @@ pid_t spawn_fork(int (*fn)(void *), void *arg);
 /* Wait for @pid; assert it exited 0. */
 void reap_ok(pid_t pid);
 
+/*
+ * A port on suite_addr() that was free a moment ago (bound, read, closed),
+ * for a server in a child process that the test must reach.
+ */
+int harness_free_port(void);
+
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);
 /* Does an error completion end this connection (RDMX_CONN_ERRORS_CLOSE)? */

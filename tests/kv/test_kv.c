@@ -480,23 +480,9 @@ static int kv_server_child(int port, int flag)
 	return 0;
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	inet_pton(AF_INET, suite_addr(), &a.sin_addr);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	getsockname(fd, (struct sockaddr *)&a, &l);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 static void test_kv_server_killed_errors_not_hangs(void **state)
 {
-	int port = free_port();
+	int port = harness_free_port();
 	pid_t pid = spawn("kv_server_child", port, 0);
 	struct side c;
 	struct rdmx_kv_client *kc = NULL;
@@ -579,7 +565,7 @@ static struct rdmx_kv_client *connect_retry(struct side *c, const char *addr)
 
 static void test_kv_aof_fsync_always_survives_kill9(void **state)
 {
-	int port = free_port();
+	int port = harness_free_port();
 	char addr[80], path[256];
 	struct side c;
 	struct rdmx_kv_client *kc;

@@ -594,20 +594,6 @@ static int page_server_child(int port, int flag)
 	return 0;
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	inet_pton(AF_INET, suite_addr(), &a.sin_addr);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	getsockname(fd, (struct sockaddr *)&a, &l);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 static __thread sigjmp_buf bus_jmp;
 static _Atomic double bus_at;
 static atomic_int buses;
@@ -665,7 +651,7 @@ static void test_page_mmap_server_killed_sigbus(void **state)
 	struct loader l = { 0 };
 	struct rdmx_page_stats ps;
 	char url[128];
-	int port = free_port();
+	int port = harness_free_port();
 	pid_t pid = spawn("page_server_child", port, 0);
 	pthread_t t;
 	double killed, bound = 2.0 + T_FLUSH_S;
