@@ -154,6 +154,15 @@ bool cli_metrics_option(const char *cmd, const char *arg);
 struct cli_metrics;
 rdmx_status cli_metrics_start(struct rdmx_ctx *ctx, struct cli_metrics **m_p);
 void cli_metrics_stop(struct cli_metrics *m);
+/*
+ * A subcommand's own counters, for every scrape: @fn writes them into
+ * @buf as snprintf does (returns the length needed), as Prometheus text,
+ * or with @json as members of /status's object ("\"kv\":{...}").
+ */
+typedef int (*cli_metrics_extra_fn)(void *arg, char *buf, size_t len,
+				    bool json);
+void cli_metrics_extra(struct cli_metrics *m, cli_metrics_extra_fn fn,
+		       void *arg);
 
 /* Subcommands. */
 int cli_demo(int argc, char **argv);

@@ -58,6 +58,62 @@ static void kv_usage(FILE *f)
 
 /* ---- serve -------------------------------------------------------------- */
 
+/* The store's counters for --metrics (/metrics and /status). */
+static int kv_metrics(void *arg, char *buf, size_t len, bool json)
+{
+	struct rdmx_kv_server_stats st;
+	unsigned long long misses;
+
+	rdmx_kv_server_stats(arg, &st);
+	misses = (unsigned long long)(st.gets - st.hits);
+	if (json)
+		return snprintf(buf, len,
+				"\"kv\":{\"keys\":%llu,\"bytes_used\":%llu,"
+				"\"pool_bytes\":%llu,\"ops\":{\"get\":%llu,"
+				"\"put\":%llu,\"del\":%llu},\"hits\":%llu,"
+				"\"misses\":%llu,\"hit_ratio\":%.4f,"
+				"\"evicted\":%llu,\"out_of_memory\":%llu}",
+				(unsigned long long)st.keys,
+				(unsigned long long)st.bytes_used,
+				(unsigned long long)st.pool_bytes,
+				(unsigned long long)st.gets,
+				(unsigned long long)st.puts,
+				(unsigned long long)st.dels,
+				(unsigned long long)st.hits, misses,
+				st.gets ? (double)st.hits / st.gets : 0.0,
+				(unsigned long long)st.evicted,
+				(unsigned long long)st.refused_nomem);
+	return snprintf(
+		buf, len,
+		"# HELP rdmx_kv_keys Keys in the store.\n"
+		"# TYPE rdmx_kv_keys gauge\nrdmx_kv_keys %llu\n"
+		"# HELP rdmx_kv_bytes Pool bytes in use, and in all.\n"
+		"# TYPE rdmx_kv_bytes gauge\n"
+		"rdmx_kv_bytes{kind=\"used\"} %llu\n"
+		"rdmx_kv_bytes{kind=\"pool\"} %llu\n"
+		"# HELP rdmx_kv_ops_total Requests served, by kind.\n"
+		"# TYPE rdmx_kv_ops_total counter\n"
+		"rdmx_kv_ops_total{op=\"get\"} %llu\n"
+		"rdmx_kv_ops_total{op=\"put\"} %llu\n"
+		"rdmx_kv_ops_total{op=\"del\"} %llu\n"
+		"# HELP rdmx_kv_gets_total GETs, by whether the key was there.\n"
+		"# TYPE rdmx_kv_gets_total counter\n"
+		"rdmx_kv_gets_total{result=\"hit\"} %llu\n"
+		"rdmx_kv_gets_total{result=\"miss\"} %llu\n"
+		"# HELP rdmx_kv_evicted_total Values evicted (--evict lru).\n"
+		"# TYPE rdmx_kv_evicted_total counter\n"
+		"rdmx_kv_evicted_total %llu\n"
+		"# HELP rdmx_kv_out_of_memory_total PUTs refused: pool full.\n"
+		"# TYPE rdmx_kv_out_of_memory_total counter\n"
+		"rdmx_kv_out_of_memory_total %llu\n",
+		(unsigned long long)st.keys, (unsigned long long)st.bytes_used,
+		(unsigned long long)st.pool_bytes, (unsigned long long)st.gets,
+		(unsigned long long)st.puts, (unsigned long long)st.dels,
+		(unsigned long long)st.hits, misses,
+		(unsigned long long)st.evicted,
+		(unsigned long long)st.refused_nomem);
+}
+
 static int kv_serve(const struct kv_opts *o, const char *addr)
 {
 	struct rdmx_ctx_attr ca = { .mask = o->config
@@ -105,6 +161,7 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 		return cli_fail("kv", "cannot serve on %s: %s", a,
 				rdmx_strerror(s));
 	}
+	cli_metrics_extra(metrics, kv_metrics, srv);
 	rdmx_kv_server_stats(srv, &st);
 	printf("rdmx kv: server listening on port %d: a pool of %" PRIu64
 	       " MiB, %s",
@@ -129,8 +186,8 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	       " deletes, %" PRIu64 " evicted\n",
 	       st.clients_total, st.keys, st.bytes_used, st.gets, st.hits,
 	       st.puts, st.refused_nomem, st.dels, st.evicted);
+	cli_metrics_stop(metrics); /* it reads the server */
 	rdmx_kv_server_destroy(srv);
-	cli_metrics_stop(metrics);
 	rdmx_ctx_destroy(ctx);
 	return 0;
 }

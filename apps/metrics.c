@@ -19,7 +19,19 @@ struct cli_metrics {
 	struct MHD_Daemon *d;
 	struct rdmx_ctx *ctx;
 	double start_us;
+	/* A subcommand's own counters (set once, read by the MHD thread). */
+	cli_metrics_extra_fn extra;
+	void *extra_arg;
 };
+
+void cli_metrics_extra(struct cli_metrics *m, cli_metrics_extra_fn fn,
+		       void *arg)
+{
+	if (!m)
+		return;
+	m->extra_arg = arg;
+	__atomic_store_n(&m->extra, fn, __ATOMIC_RELEASE);
+}
 
 /* Set by the option, for the next session. */
 static const char *cli_metrics_addr, *cli_metrics_cmd;
@@ -61,6 +73,17 @@ cli_text_add(struct cli_text *t, const char *fmt, ...)
 	}
 }
 
+/* The extra counters as @json or Prometheus text, appended to @t. */
+static void cli_metrics_add_extra(struct cli_metrics *m, struct cli_text *t,
+				  bool json)
+{
+	cli_metrics_extra_fn fn = __atomic_load_n(&m->extra, __ATOMIC_ACQUIRE);
+	char b[4096];
+
+	if (fn && fn(m->extra_arg, b, sizeof(b), json) < (int)sizeof(b))
+		cli_text_add(t, json ? ",%s" : "%s", b);
+}
+
 static unsigned cli_count(unsigned *c)
 {
 	return __atomic_load_n(c, __ATOMIC_RELAXED);
@@ -91,6 +114,7 @@ static void cli_metrics_prom(struct cli_metrics *m, struct cli_text *t)
 		cli_metrics_cmd, cli_count(&cli_counts.ok), cli_metrics_cmd,
 		cli_count(&cli_counts.failed), cli_metrics_cmd,
 		cli_count(&cli_counts.stopped));
+	cli_metrics_add_extra(m, t, false);
 }
 
 /* A JSON object of the nonzero entries of @v, named by @name. */
@@ -146,6 +170,7 @@ static void cli_metrics_status(struct cli_metrics *m, struct cli_text *t)
 		     false);
 	cli_json_map(t, "errors", s.errors, RDMX_STATS_STATUSES,
 		     cli_status_name, true);
+	cli_metrics_add_extra(m, t, true);
 	cli_text_add(t, "}\n");
 }
 

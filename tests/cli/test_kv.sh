@@ -6,8 +6,9 @@ set -u
 rdmx=${1:?usage: test_kv.sh path/to/rdmx}
 . "$(dirname "$0")/common.sh"
 
-start "$rdmx" kv serve :0 --memory-mb 16 --threads 2 || exit 1
+start "$rdmx" kv serve :0 --memory-mb 16 --threads 2 --metrics 127.0.0.1:0 || exit 1
 at="127.0.0.1:$port"
+mport=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/server")
 
 if run "put" 0 "$rdmx" kv put "$at" greeting "hello, rdmx" &&
 	run "get" 0 "$rdmx" kv get "$at" greeting &&
@@ -63,6 +64,20 @@ fi
 
 one_line "no key" "takes HOST\[:PORT\] KEY" "$rdmx" kv get "$at"
 one_line "bad memory" "memory-mb" "$rdmx" kv serve :0 --memory-mb 0
+
+# --metrics: the store's own counters beside the library's.
+http_get "$mport" /metrics >"$tmp/metrics"
+http_get "$mport" /status >"$tmp/status"
+if grep -qE '^rdmx_kv_keys [1-9]' "$tmp/metrics" &&
+	grep -qE '^rdmx_kv_ops_total\{op="get"\} [1-9]' "$tmp/metrics" &&
+	grep -qE '^rdmx_kv_out_of_memory_total 1$' "$tmp/metrics" &&
+	grep -qE '"kv":\{"keys":[1-9][0-9]*,"bytes_used":[1-9][0-9]*,"pool_bytes":16777216,"ops":\{"get":[1-9]' "$tmp/status" &&
+	grep -qE '"hit_ratio":0\.[0-9]+' "$tmp/status"; then
+	ok "kv serve --metrics: keys, bytes, ops by kind, hit ratio"
+else
+	bad "kv serve --metrics"
+	grep kv "$tmp/metrics" "$tmp/status" | head
+fi
 
 kill -TERM "$server"
 if wait "$server" &&
