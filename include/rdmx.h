@@ -372,6 +372,15 @@ enum {
 	 * not complete with RDMX_ERR_FLUSHED or RDMX_ERR_CONN_LOST.
 	 */
 	RDMX_WR_UNSIGNALED = 1 << 0,
+	/*
+	 * Start only once every READ and atomic posted before it on the
+	 * connection has completed (IBV_SEND_FENCE). Requests complete in
+	 * order, but a later request may execute at the target before an
+	 * earlier READ or atomic has read its data there: a READ followed
+	 * by a WRITE of the same place may return the WRITE's bytes unless
+	 * the WRITE is fenced. rdmx(7), ORDERING, has the rules.
+	 */
+	RDMX_WR_FENCE = 1 << 1,
 };
 
 /*

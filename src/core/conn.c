@@ -184,7 +184,7 @@ static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 	bool atomic, into_local;
 	rdmx_status st;
 
-	if (wr->flags & ~(unsigned)RDMX_WR_UNSIGNALED) {
+	if (wr->flags & ~(unsigned)(RDMX_WR_UNSIGNALED | RDMX_WR_FENCE)) {
 		rdmx_error("post: unknown flags 0x%x", wr->flags);
 		return RDMX_ERR_INVALID;
 	}

@@ -106,6 +106,7 @@ struct rdmx_sw_op {
 	bool in_tx; /* in the transmit queue */
 	bool needs_credit; /* SEND, WRITE_IMM */
 	bool unsignaled; /* RDMX_WR_UNSIGNALED: no completion on success */
+	bool fence; /* RDMX_WR_FENCE: committed after earlier READs, atomics */
 	/* answers: how many of the peer's requests this frame answers */
 	uint32_t covers;
 	/* requests */
@@ -119,6 +120,13 @@ struct rdmx_sw_op {
 	/* BYREF requests: the descriptors of our buffers, as sent */
 	uint8_t refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN];
 };
+
+/* A READ or an atomic: what a fenced request waits for. */
+static inline bool rdmx_sw_op_reads(const struct rdmx_sw_op *op)
+{
+	return op->h.type == RDMX_SW_READ_REQ ||
+	       op->h.type == RDMX_SW_ATOMIC_REQ;
+}
 
 struct rdmx_sw_queue {
 	struct rdmx_sw_op *head, *tail;
@@ -154,6 +162,7 @@ struct rdmx_sw_conn {
 	uint64_t next_seq;
 	uint32_t outstanding; /* in sq + inflight */
 	uint32_t inflight_n; /* in inflight */
+	uint32_t inflight_reads; /* of them, READs and atomics (fences) */
 	uint32_t peer_limit; /* requests the peer lets us have at it (LIMIT) */
 	uint32_t peer_credits; /* RECVs the peer posted that we may consume */
 	uint64_t credits_got; /* all credits ever received */

@@ -272,6 +272,7 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	rdmx_sw_flush_queue(c, &c->inflight, st);
 	rdmx_sw_flush_queue(c, &c->sq, st);
 	c->inflight_n = 0;
+	c->inflight_reads = 0;
 	while ((op = c->tx_head)) {
 		c->tx_head = op->tx_next;
 		op->in_tx = false;

@@ -142,9 +142,13 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 		rdmx_sw_srq_tx(c);
 	/*
 	 * The send queue is in order: a SEND without credit blocks it, and so
-	 * does the peer's limit on our requests outstanding at it.
+	 * do the peer's limit on our requests outstanding at it, and a fenced
+	 * request while READs or atomics before it are unanswered (the target
+	 * might otherwise serve it before their data is read).
 	 */
 	while ((op = c->sq.head) && c->inflight_n < c->peer_limit) {
+		if (op->fence && c->inflight_reads)
+			break;
 		if (op->needs_credit) {
 			if (!c->peer_credits)
 				break;
@@ -154,6 +158,7 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 		rdmx_sw_q_pop(&c->sq);
 		rdmx_sw_q_push(&c->inflight, op);
 		c->inflight_n++;
+		c->inflight_reads += rdmx_sw_op_reads(op);
 		rdmx_sw_tx_append(c, op);
 	}
 	/* A peer that grants from a shared pool must hear that we wait. */
@@ -269,6 +274,7 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 	op->wr_id = wr->wr_id;
 	op->opcode = wr->opcode;
 	op->unsignaled = wr->flags & RDMX_WR_UNSIGNALED;
+	op->fence = wr->flags & RDMX_WR_FENCE;
 	op->len = (uint32_t)total;
 	op->h.addr = wr->remote_addr;
 	op->h.rkey = wr->rkey;

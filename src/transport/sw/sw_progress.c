@@ -145,6 +145,7 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 		c->inflight.tail = NULL;
 	c->outstanding--;
 	c->inflight_n--;
+	c->inflight_reads -= rdmx_sw_op_reads(op);
 	if (st || !op->unsignaled)
 		rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len,
 				 0);

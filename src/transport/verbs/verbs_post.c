@@ -79,6 +79,8 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 		       wr->opcode == RDMX_OP_FETCH_ADD ||
 		       wr->opcode == RDMX_OP_CMP_SWAP;
 	w->send_flags = rec.signaled ? IBV_SEND_SIGNALED : 0;
+	if (wr->flags & RDMX_WR_FENCE) /* after earlier READs and atomics */
+		w->send_flags |= IBV_SEND_FENCE;
 
 	for (int i = 0; i < wr->num_sge; i++) {
 		struct ibv_mr *imr;
