@@ -128,7 +128,11 @@ void rdmx_stats_completed(struct rdmx_ctx *ctx,
 			  const struct rdmx_completion *wc)
 {
 	struct rdmx_stats *s = &ctx->stats;
-	struct rdmx_lat *lat = wc->conn ? wc->conn->lat : NULL;
+	/* The progress thread may complete a peer's SEND on a connection
+	 * whose creator has not yet attached the latency table. */
+	struct rdmx_lat *lat =
+		wc->conn ? __atomic_load_n(&wc->conn->lat, __ATOMIC_ACQUIRE)
+			 : NULL;
 
 	if (wc->status) {
 		if (-wc->status < RDMX_STATS_STATUSES)
@@ -199,7 +203,7 @@ rdmx_status rdmx_lat_create(struct rdmx_conn *conn)
 	}
 	pthread_mutex_init(&lat->lock, NULL);
 	lat->cap = cap;
-	conn->lat = lat;
+	__atomic_store_n(&conn->lat, lat, __ATOMIC_RELEASE);
 	return RDMX_OK;
 }
 
