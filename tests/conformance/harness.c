@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -203,6 +204,14 @@ struct rdmx_sge sge_of(struct buf *b, size_t off, size_t len)
 	return (struct rdmx_sge){ .addr = b->p + off,
 				  .length = (uint32_t)len,
 				  .mr = b->mr };
+}
+
+double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 struct rdmx_completion wait_wc(struct rdmx_cq *cq)

@@ -25,6 +25,8 @@
  * emulator's time, and the bounds are about rdmx, not about qemu.
  */
 double time_scale(void);
+/* Seconds on the monotonic clock. */
+double now_s(void);
 #define T_TIMEOUT_MS ((int)(10000 * time_scale()))
 /* The bound on a flush after a peer's death: 2 s, scaled. */
 #define T_FLUSH_S (2.0 * time_scale())

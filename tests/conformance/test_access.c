@@ -321,6 +321,77 @@ static void test_mr_probe_cut_off(void **state)
 	pair_close(&p);
 }
 
+/*
+ * After a refused WRITE, a READ posted once the refusal had time to come
+ * back, and the RECV posted before, complete, whatever the transport does
+ * with the refusal, and soon. On siw the WRITE completes once sent, the
+ * target ends the QP with a Terminate, and the READ posted after it got no
+ * completion: the request watchdog fired after 30 s, and still nothing.
+ */
+static void test_mr_refused_write_then_read_completes(void **state)
+{
+	struct rig r;
+	struct rdmx_sge s, rv;
+	struct rdmx_completion wc;
+	bool ends, got_read = false, got_recv = false;
+	rdmx_status st;
+	double t0;
+
+	(void)state;
+	rig_open(&r, ALL);
+	ends = errors_close(r.p.cconn);
+	s = sge_of(&r.src, 0, 64);
+	rv = sge_of(&r.res, 0, 8);
+	assert_int_equal(rdmx_post_recv(r.p.cconn, &rv, 1, 10), RDMX_OK);
+	assert_int_equal(rdmx_post_write(r.p.cconn, &s, r.rem.addr,
+					 r.rem.rkey ^ 0x80000001u, 11),
+			 RDMX_OK);
+	for (;;) { /* where the refusal ends the connection, the RECV too */
+		wc = wait_wc(r.p.c.cq);
+		if (wc.wr_id != 10)
+			break;
+		assert_true(ends);
+		assert_int_not_equal(wc.status, RDMX_OK);
+		got_recv = true;
+	}
+	assert_int_equal(wc.wr_id, 11);
+	assert_int_equal(wc.opcode, RDMX_OP_WRITE);
+	if (wc.status || !conn_has(r.p.cconn, RDMX_CONN_COMPLETES_LOCALLY))
+		assert_int_equal(wc.status, RDMX_ERR_REMOTE_ACCESS);
+	usleep((useconds_t)(200000 * time_scale())); /* the Terminate's time */
+	t0 = now_s();
+	s = sge_of(&r.src, 64, 64); /* the source of the last check stays */
+	st = rdmx_post_read(r.p.cconn, &s, r.rem.addr, r.rem.rkey, 12);
+	if (st) { /* the connection is over already: no completion */
+		assert_true(ends);
+		got_read = true;
+	}
+	while (!got_read || (ends && !got_recv)) {
+		wc = wait_wc(r.p.c.cq);
+		if (wc.wr_id == 10) {
+			assert_true(ends);
+			assert_int_not_equal(wc.status, RDMX_OK);
+			got_recv = true;
+			continue;
+		}
+		assert_int_equal(wc.wr_id, 12);
+		assert_int_equal(wc.opcode, RDMX_OP_READ);
+		if (!ends)
+			assert_int_equal(wc.status, RDMX_OK);
+		if (!wc.status)
+			for (size_t i = 64; i < 128; i++)
+				assert_int_equal(r.src.p[i], 0x5a);
+		got_read = true;
+	}
+	print_message("%s: READ %s; everything completed %.0f ms after it\n",
+		      suite_transport(), st ? "refused at post" : "posted",
+		      (now_s() - t0) * 1000);
+	assert_true(now_s() - t0 < T_FLUSH_S);
+	r.ended = ends;
+	expect_target_alive(&r);
+	rig_close(&r);
+}
+
 static void test_mr_write_imm_refused_keeps_recv(void **state)
 {
 	struct rig r;
@@ -463,6 +534,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mr_deregistered),
 		cmocka_unit_test(test_mr_probe_cut_off),
 		cmocka_unit_test(test_mr_write_imm_refused_keeps_recv),
+		cmocka_unit_test(test_mr_refused_write_then_read_completes),
 		cmocka_unit_test(test_mr_dereg_during_read),
 	};
 

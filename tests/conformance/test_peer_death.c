@@ -13,14 +13,6 @@
 
 enum { WRITES = 64, CHUNK = 1 << 20 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* A child that shares a registration (or, with @initiator, writes into
  * the parent forever) until killed. */
 static int doomed_peer(int port, int initiator)
@@ -34,7 +26,8 @@ static int doomed_peer(int port, int initiator)
 	side_open(&c);
 	conn = side_connect(&c, port);
 	buf_alloc(&c, &big, WRITES * CHUNK,
-		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
 	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
 	rdmx_mr_remote(big.mr, &rem);
 	rdmx_remote_pack(&rem, desc.p);
@@ -103,7 +96,12 @@ static void rig_close(struct rig *r)
 	side_close(&r->s);
 }
 
-static void test_conn_target_killed_mid_write(void **state)
+/*
+ * The target dies with WRITEs or READs of 1 MiB in flight: every request
+ * still posted completes, in order, within T_FLUSH_S, whether or not the
+ * device flushes them (siw did not always: a READ waited for ever).
+ */
+static void target_killed_mid(enum rdmx_opcode op)
 {
 	struct rig r;
 	struct buf src, desc, rb;
@@ -112,10 +110,9 @@ static void test_conn_target_killed_mid_write(void **state)
 	int ok = 0, lost = 0;
 	double t0;
 
-	(void)state;
 	rig_open(&r, false);
 	buf_alloc(&r.s, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
-	buf_alloc(&r.s, &src, CHUNK, 0);
+	buf_alloc(&r.s, &src, CHUNK, RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&r.s, &rb, 64, RDMX_ACCESS_LOCAL_WRITE);
 	s = sge_of(&desc, 0, desc.len);
 	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 0), RDMX_OK);
@@ -125,12 +122,16 @@ static void test_conn_target_killed_mid_write(void **state)
 	s = sge_of(&rb, 0, 64);
 	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 1000), RDMX_OK);
 	s = sge_of(&src, 0, CHUNK);
-	for (int i = 0; i < WRITES; i++)
-		assert_int_equal(rdmx_post_write(r.conn, &s,
-						 rem.addr + (uint64_t)i * CHUNK,
-						 rem.rkey, i),
-				 RDMX_OK);
-	expect_wc(r.s.cq, RDMX_OK, RDMX_OP_WRITE);
+	for (int i = 0; i < WRITES; i++) {
+		uint64_t at = rem.addr + (uint64_t)i * CHUNK;
+
+		assert_int_equal(
+			op == RDMX_OP_READ
+				? rdmx_post_read(r.conn, &s, at, rem.rkey, i)
+				: rdmx_post_write(r.conn, &s, at, rem.rkey, i),
+			RDMX_OK);
+	}
+	expect_wc(r.s.cq, RDMX_OK, op);
 	ok = 1;
 	rig_kill(&r);
 	t0 = now_s();
@@ -153,12 +154,24 @@ static void test_conn_target_killed_mid_write(void **state)
 	}
 	assert_true(now_s() - t0 < T_FLUSH_S);
 	assert_int_equal(ok + lost, WRITES);
-	print_message("killed with %d of %d writes placed, %d flushed\n", ok,
-		      WRITES, lost);
+	print_message("killed with %d of %d %ss done, %d flushed\n", ok, WRITES,
+		      op == RDMX_OP_READ ? "READ" : "WRITE", lost);
 	buf_free(&src);
 	buf_free(&desc);
 	buf_free(&rb);
 	rig_close(&r);
+}
+
+static void test_conn_target_killed_mid_write(void **state)
+{
+	(void)state;
+	target_killed_mid(RDMX_OP_WRITE);
+}
+
+static void test_conn_target_killed_mid_read(void **state)
+{
+	(void)state;
+	target_killed_mid(RDMX_OP_READ);
 }
 
 static void test_conn_initiator_killed_mid_write(void **state)
@@ -306,6 +319,53 @@ static void test_conn_close_flushes(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Requests in flight when their own side closes are flushed, on every
+ * transport alike: FLUSHED, or done (siw said CONN_LOST for the WRITEs
+ * it was sending).
+ */
+static void test_conn_close_flushes_writes_in_flight(void **state)
+{
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+	int flushed = 0, done = 0;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.s, &dst, CHUNK,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&p.c, &src, CHUNK, 0);
+	rem = share_remote(&p, &dst);
+	s = sge_of(&src, 0, CHUNK);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr,
+						 rem.rkey, (uint64_t)i),
+				 RDMX_OK);
+	rdmx_conn_close(p.cconn);
+	p.cconn = NULL;
+	/* Each one's completion is in the cq when close returns. */
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 1);
+		assert_int_equal(wc.wr_id, i);
+		assert_int_equal(wc.opcode, RDMX_OP_WRITE);
+		if (wc.status != RDMX_OK && wc.status != RDMX_ERR_FLUSHED)
+			fail_msg("WRITE %d of 16 in flight at close: %s, "
+				 "expected done or flushed",
+				 i, rdmx_strerror(wc.status));
+		flushed += wc.status == RDMX_ERR_FLUSHED;
+		done += wc.status == RDMX_OK;
+	}
+	assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
+	print_message("%s: %d done, %d flushed\n", suite_transport(), done,
+		      flushed);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 static const struct child children[] = {
 	{ "doomed_peer", doomed_peer },
 	{ "stuck_sender", stuck_sender },
@@ -317,9 +377,11 @@ int main(int argc, char **argv)
 	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_target_killed_mid_write),
+		cmocka_unit_test(test_conn_target_killed_mid_read),
 		cmocka_unit_test(test_conn_initiator_killed_mid_write),
 		cmocka_unit_test(test_conn_peer_killed_mid_frame_unread),
 		cmocka_unit_test(test_conn_close_flushes),
+		cmocka_unit_test(test_conn_close_flushes_writes_in_flight),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

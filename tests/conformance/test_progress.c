@@ -7,14 +7,6 @@
 
 #include "harness.h"
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Spin on the target's cq for @ms: its caller drives progress. */
 static void spin_target(struct pair *p, int ms)
 {

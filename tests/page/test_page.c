@@ -598,14 +598,6 @@ static __thread sigjmp_buf bus_jmp;
 static _Atomic double bus_at;
 static atomic_int buses;
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void on_sigbus(int sig)
 {
 	(void)sig;

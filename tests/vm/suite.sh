@@ -19,9 +19,14 @@ pass=0 fail=0 skip=0
 
 # One conformance binary on one device; counts its cmocka cases.
 suite() { # dev addr test
-	local dev=$1 addr=$2 t=$3 out
+	local dev=$1 addr=$2 t=$3 out rc=0
 	out=$(RDMX_TRANSPORT=verbs RDMX_VERBS_DEVICE=$dev RDMX_TEST_ADDR=$addr \
-		timeout 600 "$build/tests/test_$t" 2>&1)
+		timeout 600 "$build/tests/test_$t" 2>&1) || rc=$?
+	# A binary that hung or died names no failed case: it failed.
+	if [ $rc -ne 0 ] && ! grep -qE '^\[ +FAILED' <<<"$out"; then
+		out+=$'\n'"ERROR: test_$t exited with status $rc"
+		out+=$' (124: killed by its 600 s timeout)\n[  FAILED  ] test_'"$t"
+	fi
 	grep -E '^\[ +(OK|FAILED|SKIPPED) +\] test_|^skip:' <<<"$out" |
 		sed "s/^/verbs.$dev.$t: /"
 	# cmocka names a failed or skipped case twice (then, and in a summary).

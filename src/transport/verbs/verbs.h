@@ -122,6 +122,12 @@ struct rdmx_verbs_conn {
 	pthread_mutex_t lock;
 	bool dead; /* QP moved to error: flushing */
 	rdmx_status flush_status;
+	uint64_t dead_since; /* us: the device's grace to flush starts */
+	bool sw_flushed; /* we completed what the device did not flush */
+	/* An asynchronous QP error the device reported (an ibv_event_type),
+	 * for the connection's own progress to act on. */
+	atomic_int qp_event;
+	struct rdmx_verbs_conn *qp_next; /* in the process's list of QPs */
 	struct rdmx_verbs_ring sq, rq;
 	struct rdmx_verbs_pending *pend_head, *pend_tail;
 	uint32_t npending;
@@ -165,6 +171,16 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn);
 rdmx_status rdmx_verbs_conn_check(struct rdmx_conn *conn);
 /* Move the QP to error: everything posted flushes with @st. */
 void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st);
+/* The connection is over (the device or we said so): what is posted will
+ * complete with @st. Lock held. */
+void rdmx_verbs_mark_dead(struct rdmx_verbs_conn *c, rdmx_status st);
+/*
+ * Asynchronous events name a QP, and every context on a device reads the
+ * device's one event fd: the process's list of live QPs finds the
+ * connection an event is about, whichever context read it.
+ */
+void rdmx_verbs_qp_list(struct rdmx_verbs_conn *c, bool add);
+void rdmx_verbs_async(struct rdmx_verbs_ctx *v);
 
 /* verbs_srq.c */
 extern const struct rdmx_srq_ops rdmx_verbs_srq_ops;
@@ -191,8 +207,16 @@ void rdmx_verbs_flush_pending(struct rdmx_verbs_conn *c, rdmx_status st);
 /* verbs_progress.c */
 /* Poll @c's CQ and deliver; returns completions handled. Lock held. */
 int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c);
-/* Fail @c if the device completed nothing for verbs.request_timeout. */
+/*
+ * Fail @c if the device completed nothing for verbs.request_timeout or
+ * reported its QP in error; complete in software what a dead connection's
+ * device has not flushed within RDMX_VERBS_FLUSH_GRACE_US. Lock held.
+ */
 void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now);
+/* Complete every request still posted on dead @c with its flush status,
+ * and ignore what the device reports for them later. Lock held. */
+void rdmx_verbs_flush_sw(struct rdmx_verbs_conn *c);
+#define RDMX_VERBS_FLUSH_GRACE_US 1000000
 int rdmx_verbs_progress(void *priv, bool spinning);
 int rdmx_verbs_progress_fd(void *priv);
 void *rdmx_verbs_thread(void *arg);

@@ -575,8 +575,54 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	return st;
 }
 
+static pthread_mutex_t rdmx_verbs_qps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rdmx_verbs_conn *rdmx_verbs_qps;
+
+void rdmx_verbs_qp_list(struct rdmx_verbs_conn *c, bool add)
+{
+	struct rdmx_verbs_conn **pp;
+
+	pthread_mutex_lock(&rdmx_verbs_qps_lock);
+	for (pp = &rdmx_verbs_qps; *pp && *pp != c; pp = &(*pp)->qp_next)
+		;
+	if (add && !*pp) {
+		c->qp_next = rdmx_verbs_qps;
+		rdmx_verbs_qps = c;
+	} else if (!add && *pp) {
+		*pp = c->qp_next;
+	}
+	pthread_mutex_unlock(&rdmx_verbs_qps_lock);
+}
+
+/* Read the device's asynchronous events (@v's thread, or its poller). */
+void rdmx_verbs_async(struct rdmx_verbs_ctx *v)
+{
+	struct ibv_async_event ev;
+
+	while (!ibv_get_async_event(v->dev, &ev)) {
+		enum ibv_event_type t = ev.event_type;
+
+		if (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
+		    t == IBV_EVENT_QP_ACCESS_ERR) {
+			pthread_mutex_lock(&rdmx_verbs_qps_lock);
+			for (struct rdmx_verbs_conn *c = rdmx_verbs_qps; c;
+			     c = c->qp_next)
+				if (c->qp == ev.element.qp) {
+					atomic_store(&c->qp_event, (int)t);
+					rdmx_verbs_wake(c->vctx);
+				}
+			pthread_mutex_unlock(&rdmx_verbs_qps_lock);
+		} else {
+			rdmx_debug("verbs: %s: %s", v->name,
+				   ibv_event_type_str(t));
+		}
+		ibv_ack_async_event(&ev);
+	}
+}
+
 static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 {
+	rdmx_verbs_qp_list(c, false);
 	if (c->own_qp && c->qp)
 		ibv_destroy_qp(c->qp);
 	if (c->id) {
@@ -705,6 +751,7 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 	c->next = v->conns;
 	v->conns = c;
 	pthread_mutex_unlock(&v->lock);
+	rdmx_verbs_qp_list(c, true);
 	rdmx_verbs_wake(v); /* it may sleep with no timeout: there were none */
 	*conn_p = &c->base;
 	return RDMX_OK;
@@ -714,15 +761,21 @@ err:
 	return st;
 }
 
+void rdmx_verbs_mark_dead(struct rdmx_verbs_conn *c, rdmx_status st)
+{
+	c->dead = true;
+	c->flush_status = st;
+	c->dead_since = rdmx_now_us();
+	rdmx_verbs_flush_pending(c, st);
+}
+
 void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st)
 {
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
 
 	if (c->dead)
 		return;
-	c->dead = true;
-	c->flush_status = st;
-	rdmx_verbs_flush_pending(c, st);
+	rdmx_verbs_mark_dead(c, st);
 	if (ibv_modify_qp(c->qp, &qa, IBV_QP_STATE))
 		rdmx_error("verbs: cannot move the QP to error: %m");
 }
@@ -742,7 +795,7 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn)
 {
 	struct rdmx_verbs_conn *c = to_verbs_conn(conn), **pp;
 	struct rdmx_verbs_ctx *v = c->vctx;
-	uint64_t deadline = rdmx_now_us() + 2000000;
+	uint64_t deadline = rdmx_now_us() + RDMX_VERBS_FLUSH_GRACE_US;
 
 	/* Out of the list first: no other thread reaches it after this. */
 	pthread_mutex_lock(&v->lock);
@@ -760,10 +813,7 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn)
 	 */
 	while ((c->sq.signaled || c->rq.count) && rdmx_now_us() < deadline)
 		rdmx_verbs_poll_conn(c);
-	if (c->sq.signaled || c->rq.count)
-		rdmx_error("verbs: %u send and %u receive requests never "
-			   "flushed on close",
-			   c->sq.signaled, c->rq.count);
+	rdmx_verbs_flush_sw(c);
 	pthread_mutex_unlock(&c->lock);
 	rdma_disconnect(c->id);
 	rdmx_verbs_conn_free(c);

@@ -92,6 +92,12 @@ rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p)
 	ev.data.ptr = v->chan;
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->chan->fd, &ev))
 		goto err_sys;
+	/* The device's asynchronous events: a QP it moved to error. */
+	fcntl(v->dev->async_fd, F_SETFL,
+	      fcntl(v->dev->async_fd, F_GETFL) | O_NONBLOCK);
+	ev.data.ptr = v->dev;
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->dev->async_fd, &ev))
+		goto err_sys;
 	if (ctx->cfg.progress_thread) {
 		if (rdmx_thread_start(&v->thread, rdmx_verbs_thread, v,
 				      "verbs"))

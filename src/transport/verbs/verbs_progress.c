@@ -20,13 +20,20 @@ static rdmx_status rdmx_verbs_status(const struct rdmx_verbs_conn *c,
 {
 	bool two_sided = op == RDMX_OP_SEND || op == RDMX_OP_WRITE_IMM;
 
-	switch (wc->status) {
-	case IBV_WC_SUCCESS:
+	if (wc->status == IBV_WC_SUCCESS)
 		return RDMX_OK;
+	/*
+	 * Once the connection is over, whatever fails says why it ended, in
+	 * the device's words or not (siw completes WRITEs in flight at close
+	 * with LOC_QP_OP_ERR, where the others flush).
+	 */
+	if (c->dead)
+		return c->flush_status;
+	switch (wc->status) {
 	case IBV_WC_WR_FLUSH_ERR:
-		/* Not flushed by us (close, an earlier error): the connection
-		 * ended under us (siw: the peer's Terminate, or TCP gone). */
-		return c->dead ? c->flush_status : RDMX_ERR_CONN_LOST;
+		/* Not flushed by us: the connection ended under us (siw: the
+		 * peer's Terminate, or TCP gone). */
+		return RDMX_ERR_CONN_LOST;
 	case IBV_WC_LOC_LEN_ERR:
 		return recv ? RDMX_ERR_LOCAL_LENGTH : RDMX_ERR_INVALID;
 	case IBV_WC_LOC_QP_OP_ERR: /* rxe: RECV too small; siw: link broke */
@@ -56,10 +63,8 @@ static void rdmx_verbs_failed(struct rdmx_verbs_conn *c,
 	rdmx_info("verbs: %s on %s to %s (vendor error 0x%x)",
 		  ibv_wc_status_str(wc->status), c->vctx->name,
 		  c->base.info.peer_addr, wc->vendor_err);
-	c->dead = true;
-	c->flush_status = st == RDMX_ERR_CONN_LOST ? RDMX_ERR_CONN_LOST
-						   : RDMX_ERR_FLUSHED;
-	rdmx_verbs_flush_pending(c, c->flush_status);
+	rdmx_verbs_mark_dead(c, st == RDMX_ERR_CONN_LOST ? RDMX_ERR_CONN_LOST
+							 : RDMX_ERR_FLUSHED);
 }
 
 /* The record of a completed RECV: our queue's oldest, or the srq's slot. */
@@ -152,6 +157,9 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 	do {
 		n = ibv_poll_cq(c->cq, 16, wc);
 		for (int i = 0; i < n; i++) {
+			if (c->sw_flushed &&
+			    !(wc[i].wr_id & RDMX_VERBS_SRQ_TAG))
+				continue; /* completed already, by us */
 			if (wc[i].wr_id &
 			    (RDMX_VERBS_RQ_TAG | RDMX_VERBS_SRQ_TAG))
 				rdmx_verbs_complete_recv(c, &wc[i]);
@@ -166,6 +174,58 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 	return total;
 }
 
+void rdmx_verbs_flush_sw(struct rdmx_verbs_conn *c)
+{
+	struct rdmx_verbs_ring *r = &c->sq;
+	struct rdmx_completion out = { .conn = &c->base };
+
+	if (c->sw_flushed)
+		return;
+	c->sw_flushed = true;
+	if (c->sq.signaled || c->rq.count)
+		rdmx_info("verbs: %s left %u send and %u receive requests to "
+			  "%s unflushed %llu ms after the connection ended; "
+			  "completing them with \"%s\"",
+			  c->vctx->name, c->sq.signaled, c->rq.count,
+			  c->base.info.peer_addr,
+			  (unsigned long long)(rdmx_now_us() - c->dead_since) /
+				  1000,
+			  rdmx_strerror(c->flush_status));
+	/*
+	 * In posting order, as the device would have. An unsignaled request
+	 * has no completion to give: the device reports it only if it fails,
+	 * and here nobody knows whether it did.
+	 */
+	for (; r->count; r->head = (r->head + 1) % r->size, r->count--) {
+		struct rdmx_verbs_rec *rec = &r->rec[r->head];
+
+		if (!rec->signaled)
+			continue;
+		r->signaled--;
+		if (rec->internal) {
+			c->credit_busy = false;
+			continue;
+		}
+		out.status = rec->done ? rec->status : c->flush_status;
+		rec->done = false;
+		if (!out.status && !rec->report)
+			continue;
+		out.wr_id = rec->wr_id;
+		out.opcode = rec->opcode;
+		out.byte_len = out.status ? 0 : rec->len;
+		rdmx_cq_push(c->base.cq, &out);
+	}
+	r = &c->rq;
+	out.status = c->flush_status;
+	out.byte_len = 0;
+	for (; r->count; r->head = (r->head + 1) % r->size, r->count--) {
+		out.wr_id = r->rec[r->head].wr_id;
+		out.opcode = r->rec[r->head].opcode;
+		rdmx_cq_push(c->base.cq, &out);
+	}
+	r->signaled = 0;
+}
+
 /*
  * Requests wait on the peer's NIC; on a device that drops a request
  * without a NAK (rxe, when the target deregisters during a READ) they
@@ -174,9 +234,23 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 {
 	uint64_t limit = c->vctx->ctx->cfg.verbs_request_timeout_ms * 1000;
+	int qp_event = atomic_exchange(&c->qp_event, 0);
 
+	if (qp_event && !c->dead) {
+		rdmx_info("verbs: %s reports %s on the connection to %s",
+			  c->vctx->name,
+			  ibv_event_type_str((enum ibv_event_type)qp_event),
+			  c->base.info.peer_addr);
+		rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
+		rdmx_verbs_poll_conn(c);
+	}
+	if (c->dead) {
+		if (now - c->dead_since >= RDMX_VERBS_FLUSH_GRACE_US)
+			rdmx_verbs_flush_sw(c);
+		return;
+	}
 	/* Only requests the NIC will report can be overdue. */
-	if (c->dead || !c->sq.signaled || now - c->busy_since < limit)
+	if (!c->sq.signaled || now - c->busy_since < limit)
 		return;
 	/* A SEND to a srq waits, RNR-retried, until a RECV is posted there. */
 	if (c->peer_srq && c->sq.count &&
@@ -254,7 +328,9 @@ static int rdmx_verbs_handle(struct rdmx_verbs_ctx *v,
 
 		if (!c) /* stop: the thread's business */
 			continue;
-		if (ev[i].data.ptr == v->chan) {
+		if (ev[i].data.ptr == v->dev) {
+			rdmx_verbs_async(v);
+		} else if (ev[i].data.ptr == v->chan) {
 			rdmx_verbs_channel(v);
 		} else if (rdmx_verbs_listed(v, c)) {
 			pthread_mutex_lock(&c->lock);
@@ -312,7 +388,11 @@ static int rdmx_verbs_sleep_ms(struct rdmx_verbs_ctx *v)
 	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
 		if (c->npending)
 			return 1;
+		/* The watchdog; or the device's grace to flush. */
 		if (c->sq.signaled && !c->dead)
+			ms = 100;
+		if (c->dead && !c->sw_flushed &&
+		    (c->sq.signaled || c->rq.count))
 			ms = 100;
 	}
 	return ms;
