@@ -73,6 +73,9 @@ bool cli_addr_ok(const char *addr)
 {
 	char host[256], port[16];
 
+	/* "@NAME": the registry's to check, when it is asked. */
+	if (addr && addr[0] == '@' && addr[1])
+		return true;
 	/* The library's own parser; it logs the one line that explains. */
 	return !addr ||
 	       !rdmx_addr_split(addr, host, sizeof(host), port, sizeof(port));
@@ -170,13 +173,10 @@ rdmx_status cli_wait_ok(struct rdmx_cq *cq, int n, int timeout_ms)
 
 rdmx_status cli_session_open(struct cli_session *s, const char *config)
 {
-	struct rdmx_ctx_attr attr = { .mask = config ? RDMX_CTX_ATTR_CONFIG_FILE
-						     : 0,
-				      .config_file = config };
 	rdmx_status st;
 
 	memset(s, 0, sizeof(*s));
-	st = rdmx_ctx_create(&attr, &s->ctx);
+	st = cli_ctx_create(config, &s->ctx);
 	if (!st)
 		st = cli_metrics_start(s->ctx, &s->metrics);
 	if (!st)

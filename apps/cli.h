@@ -164,7 +164,25 @@ typedef int (*cli_metrics_extra_fn)(void *arg, char *buf, size_t len,
 void cli_metrics_extra(struct cli_metrics *m, cli_metrics_extra_fn fn,
 		       void *arg);
 
+/* ---- the registry (registry.c) ------------------------------------------ */
+
+/*
+ * rdmx_ctx_create with @config (NULL: none) whose "@NAME" addresses resolve
+ * through the configured registry, opened on first use.
+ */
+rdmx_status cli_ctx_create(const char *config, struct rdmx_ctx **ctx_p);
+/* The CLI's registry (NULL when it cannot be opened: logged). */
+struct rdmx_registry *cli_registry(struct rdmx_ctx *ctx);
+/*
+ * A server publishes itself as @name at @port of @listen (its ":PORT" or
+ * "HOST:PORT"), with @payload; one line either way, never fatal.
+ */
+void cli_publish(struct rdmx_ctx *ctx, const char *cmd, const char *name,
+		 const char *listen, int port, const void *payload, size_t len);
+void cli_unpublish(const char *name);
+
 /* Subcommands. */
+int cli_registry_cmd(int argc, char **argv);
 int cli_demo(int argc, char **argv);
 /* rdmx demo lambda, in its own file. */
 int cli_lambda(int argc, char **argv);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "rdmx_registry.h"
 #include "config.h"
 #include "core.h"
 
@@ -61,6 +62,24 @@ static int info_peer(const char *addr)
 	return 0;
 }
 
+/* The registry that "@NAME" goes through, and whether it answers. */
+static void info_registry(void)
+{
+	struct rdmx_ctx *ctx = NULL;
+	struct rdmx_registry *reg;
+	rdmx_status st;
+
+	if (cli_ctx_create(NULL, &ctx) || !(reg = cli_registry(ctx))) {
+		printf("registry: none (registry.url is not usable)\n");
+		rdmx_ctx_destroy(ctx);
+		return;
+	}
+	st = rdmx_registry_ping(reg);
+	printf("registry: %s: %s\n", rdmx_registry_url(reg),
+	       st ? rdmx_strerror(st) : "answers");
+	rdmx_ctx_destroy(ctx);
+}
+
 int cli_info(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -101,5 +120,6 @@ int cli_info(int argc, char **argv)
 	       "owns their address, shm between processes of one host, tcp "
 	       "otherwise)\n");
 	cli_info_verbs();
+	info_registry();
 	return 0;
 }

@@ -18,7 +18,7 @@
 #include "rdmx_kv.h"
 
 struct kv_opts {
-	const char *config, *file, *out, *aof, *resp;
+	const char *config, *file, *out, *aof, *resp, *name;
 	enum rdmx_kv_fsync fsync;
 	uint64_t memory_mb, threads, buffer_mb;
 	bool evict_lru;
@@ -28,9 +28,9 @@ static void kv_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rdmx kv serve [:PORT] [options]\n"
-		"       rdmx kv put HOST[:PORT] KEY [VALUE | -f FILE]\n"
-		"       rdmx kv get HOST[:PORT] KEY [-o FILE]\n"
-		"       rdmx kv del HOST[:PORT] KEY\n"
+		"       rdmx kv put HOST[:PORT]|@NAME KEY [VALUE | -f FILE]\n"
+		"       rdmx kv get HOST[:PORT]|@NAME KEY [-o FILE]\n"
+		"       rdmx kv del HOST[:PORT]|@NAME KEY\n"
 		"       rdmx kv bench HOST[:PORT] [options] (see --help there)\n"
 		"  A key-value store whose server RDMA-writes each value into\n"
 		"  the client's buffer (port %d when none is given).\n"
@@ -46,6 +46,8 @@ static void kv_usage(FILE *f)
 		"      --resp-port [IP:]PORT  also serve the Redis protocol there\n"
 		"                      (redis-cli, redis-benchmark)\n"
 		"      --metrics ADDR:PORT  Prometheus /metrics and JSON /status\n"
+		"      --name NAME     publish the server as @NAME in the registry\n"
+		"                      (registry.url; rdmx_registry(7))\n"
 		"options (clients):\n"
 		"  -f, --file FILE     put: the value is this file's bytes\n"
 		"  -o, --output FILE   get: write the value there, not stdout\n"
@@ -116,10 +118,6 @@ static int kv_metrics(void *arg, char *buf, size_t len, bool json)
 
 static int kv_serve(const struct kv_opts *o, const char *addr)
 {
-	struct rdmx_ctx_attr ca = { .mask = o->config
-						    ? RDMX_CTX_ATTR_CONFIG_FILE
-						    : 0,
-				    .config_file = o->config };
 	struct rdmx_kv_server_attr sa = { .mask = RDMX_KV_SERVER_ATTR_MEMORY,
 					  .memory = o->memory_mb << 20 };
 	struct rdmx_ctx *ctx = NULL;
@@ -150,7 +148,7 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 		snprintf(a, sizeof(a), "%s", addr);
 	else
 		snprintf(a, sizeof(a), ":%d", RDMX_KV_PORT);
-	s = rdmx_ctx_create(&ca, &ctx);
+	s = cli_ctx_create(o->config, &ctx);
 	if (!s)
 		s = cli_metrics_start(ctx, &metrics);
 	if (!s)
@@ -176,9 +174,14 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 		       rdmx_kv_server_resp_port(srv));
 	printf("\n");
 	fflush(stdout);
+	if (o->name)
+		cli_publish(ctx, "kv", o->name, a, rdmx_kv_server_port(srv),
+			    "kv", 2);
 	cli_catch_signals();
 	while (!cli_stop)
 		usleep(100000);
+	if (o->name)
+		cli_unpublish(o->name);
 	rdmx_kv_server_stats(srv, &st);
 	printf("rdmx kv: server done: %" PRIu64 " clients; %" PRIu64
 	       " keys, %" PRIu64 " bytes used; %" PRIu64 " gets (%" PRIu64
@@ -284,10 +287,6 @@ static int kv_get_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
 static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 			 char **argv)
 {
-	struct rdmx_ctx_attr ca = { .mask = o->config
-						    ? RDMX_CTX_ATTR_CONFIG_FILE
-						    : 0,
-				    .config_file = o->config };
 	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
 				   .buffer_bytes = o->buffer_mb << 20 };
 	int want = !strcmp(what, "put") ? 3 : 2;
@@ -302,7 +301,7 @@ static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 	if (!*argv[1] || strlen(argv[1]) > RDMX_KV_KEY_MAX)
 		return cli_fail("kv", "a key is 1 to %d bytes",
 				RDMX_KV_KEY_MAX);
-	st = rdmx_ctx_create(&ca, &ctx);
+	st = cli_ctx_create(o->config, &ctx);
 	if (!st)
 		st = rdmx_kv_connect(ctx, argv[0], &ka, &c);
 	if (st) {
@@ -339,6 +338,7 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 		{ "aof", required_argument, NULL, 7 },
 		{ "fsync", required_argument, NULL, 8 },
 		{ "resp-port", required_argument, NULL, 9 },
+		{ "name", required_argument, NULL, 10 },
 		{ "file", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "config", required_argument, NULL, 'c' },
@@ -389,6 +389,9 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 			break;
 		case 9:
 			o->resp = optarg;
+			break;
+		case 10:
+			o->name = optarg;
 			break;
 		case 8:
 			if (!strcmp(optarg, "always"))

@@ -217,7 +217,7 @@ static rdmx_status kvb_load(const struct kvb_opts *o)
 	rdmx_status st;
 
 	(void)t;
-	st = rdmx_ctx_create(NULL, &ctx);
+	st = cli_ctx_create(o->config, &ctx);
 	if (!st)
 		st = rdmx_kv_connect(ctx, o->addr, &ka, &c);
 	for (uint64_t k = 0; !st && k < o->keys; k++) {
@@ -263,16 +263,11 @@ static int kvb_main(const struct kvb_opts *o)
 	double *all[2], t0, secs;
 	uint64_t n[2] = { 0, 0 }, bad = 0, failed = 0, missing = 0;
 	rdmx_status st = RDMX_OK;
-
-	struct rdmx_ctx_attr ca = { .mask = o->config
-						    ? RDMX_CTX_ATTR_CONFIG_FILE
-						    : 0,
-				    .config_file = o->config };
 	struct rdmx_ctx *ctx = NULL;
 
 	if (!t)
 		return cli_fail("kv", "no memory");
-	st = rdmx_ctx_create(&ca, &ctx);
+	st = cli_ctx_create(o->config, &ctx);
 	if (st) {
 		free(t);
 		return cli_fail("kv", "bench: %s", rdmx_strerror(st));

@@ -5,7 +5,7 @@
  *   serve [:PORT] --size SIZE [--name NAME] [--file PATH]
  *       export a region until SIGINT/SIGTERM; anonymous memory (or a new
  *       file) is filled with the bench pattern, so clients can check it.
- *   bench HOST[:PORT]/NAME [--pattern random|seq] [--threads N] ...
+ *   bench HOST[:PORT]/NAME|@NAME [--pattern random|seq] [--threads N] ...
  *       fault pages in through the mapping and report their latency, with
  *       two references measured in the same run: one 4 KiB READ on the
  *       same connection, and a fault served from local memory by the same
@@ -93,15 +93,11 @@ static uint8_t *page_region(const struct serve_opts *o, bool *filled)
 
 static int page_serve(const struct serve_opts *o)
 {
-	struct rdmx_ctx_attr ca = { .mask = o->config
-						    ? RDMX_CTX_ATTR_CONFIG_FILE
-						    : 0,
-				    .config_file = o->config };
 	struct rdmx_ctx *ctx = NULL;
 	struct cli_metrics *metrics = NULL;
 	struct rdmx_page_server *srv = NULL;
 	struct rdmx_page_server_stats ss;
-	char addr[128];
+	char addr[128], size[32];
 	bool filled;
 	uint8_t *mem;
 	rdmx_status st;
@@ -117,7 +113,7 @@ static int page_serve(const struct serve_opts *o)
 		snprintf(addr, sizeof(addr), "%s", o->addr);
 	else
 		snprintf(addr, sizeof(addr), ":%d", RDMX_PAGE_PORT);
-	st = rdmx_ctx_create(&ca, &ctx);
+	st = cli_ctx_create(o->config, &ctx);
 	if (!st)
 		st = cli_metrics_start(ctx, &metrics);
 	if (!st)
@@ -135,9 +131,14 @@ static int page_serve(const struct serve_opts *o)
 	       o->file ? o->file : "anonymous memory",
 	       filled ? ", filled with the bench pattern" : "");
 	fflush(stdout);
+	/* Published under the region's name: "@NAME" finds both. */
+	snprintf(size, sizeof(size), "size=%" PRIu64, o->size);
+	cli_publish(ctx, "page", o->name, addr, rdmx_page_server_port(srv),
+		    size, strlen(size));
 	cli_catch_signals();
 	while (!cli_stop)
 		usleep(100000);
+	cli_unpublish(o->name);
 	rdmx_page_server_stats(srv, &ss);
 	printf("rdmx page: server done: %" PRIu64 " clients, %" PRIu64
 	       " lookups (%" PRIu64 " refused)\n",
@@ -408,10 +409,6 @@ static void bench_report(const struct bench_opts *o, const char *transport,
 
 static int page_bench(const struct bench_opts *o)
 {
-	struct rdmx_ctx_attr ca = { .mask = o->config
-						    ? RDMX_CTX_ATTR_CONFIG_FILE
-						    : 0,
-				    .config_file = o->config };
 	struct rdmx_ctx *ctx = NULL;
 	struct rdmx_page_map *map = NULL, *local = NULL;
 	struct rdmx_page_attr a;
@@ -424,7 +421,7 @@ static int page_bench(const struct bench_opts *o)
 	double secs, fsecs;
 	rdmx_status st;
 
-	st = rdmx_ctx_create(&ca, &ctx);
+	st = cli_ctx_create(o->config, &ctx);
 	if (!st)
 		st = rdmx_page_map(ctx, o->url, NULL, &map);
 	if (st) {
@@ -487,12 +484,13 @@ static void page_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rdmx page serve [:PORT] --size SIZE [options]\n"
-		"       rdmx page bench HOST[:PORT]/NAME [options]\n"
+		"       rdmx page bench HOST[:PORT]/NAME|@NAME [options]\n"
 		"  A memory server exports a region by name; clients fault its\n"
 		"  pages in by RDMA READ (port %d when none is given).\n"
 		"options (serve):\n"
 		"  -s, --size SIZE     bytes to export, a multiple of 4k\n"
-		"      --name NAME     the region's name (default mem)\n"
+		"      --name NAME     the region's name (default mem), under\n"
+		"                      which the server is published (@NAME)\n"
 		"      --file PATH     a file mapped shared (kept after exit;\n"
 		"                      a new one gets the bench pattern), instead\n"
 		"                      of anonymous memory with the pattern\n"
@@ -661,7 +659,8 @@ int cli_page(int argc, char **argv)
 		return page_serve(&so);
 	}
 	if (argc - 1 - optind != 1)
-		return cli_fail("page", "bench takes one HOST[:PORT]/NAME");
+		return cli_fail("page",
+				"bench takes one HOST[:PORT]/NAME or @NAME");
 	bo.url = argv[1 + optind];
 	return page_bench(&bo);
 }

@@ -15,6 +15,7 @@ static void usage(FILE *f)
 		"  bench [HOST][:PORT]                  latency and bandwidth, as perftest\n"
 		"  page serve|bench ...                 remote memory: pages fetched on fault\n"
 		"  kv serve|put|get|del ...             a key-value store: values RDMA-written\n"
+		"  registry ls|get|watch|publish ...    names (@NAME) on etcd or in a directory\n"
 		"  info [--config] [--peer HOST:PORT]   transports, configuration, choice\n"
 		"  version                              print the version\n"
 		"Run 'rdmx <command> --help' for the options of one command.\n");
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
 		return cli_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "kv"))
 		return cli_kv(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "registry"))
+		return cli_registry_cmd(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "page"))
 		return cli_page(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "info"))

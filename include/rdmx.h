@@ -108,6 +108,31 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
  */
 rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx);
 
+/*
+ * rdmx_ctx_config - the value of configuration key @key ("registry.url",
+ * as in the YAML file) as @ctx read it, in text: counts as numbers, times
+ * with their unit ("30000ms"), switches "on" or "off", strings as given.
+ * For the systems built on rdmx, which read their keys through it.
+ * RDMX_ERR_NOT_FOUND for a key the table does not have; RDMX_ERR_INVALID
+ * if @len cannot hold the value and its NUL.
+ */
+rdmx_status rdmx_ctx_config(const struct rdmx_ctx *ctx, const char *key,
+			    char *buf, size_t len);
+
+/*
+ * A resolver turns a name into "host:port": rdmx_connect takes "@NAME"
+ * where it takes an address, on a context that has one (lib/registry's
+ * rdmx_registry_attach installs the registry as the resolver). It writes
+ * the address of @name (without the '@') into @addr, @len bytes, and
+ * returns RDMX_OK, RDMX_ERR_NOT_FOUND (no such name) or why it could not
+ * ask. It may be called from any thread that connects.
+ */
+typedef rdmx_status (*rdmx_resolve_fn)(void *arg, const char *name, char *addr,
+				       size_t len);
+
+/* rdmx_ctx_set_resolver - install @fn (NULL: none) for @ctx's "@NAME"s. */
+void rdmx_ctx_set_resolver(struct rdmx_ctx *ctx, rdmx_resolve_fn fn, void *arg);
+
 /* ------------------------------------------------------------------------ */
 /* Memory registration                                                      */
 
@@ -277,6 +302,8 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
  * rdmx_connect - connect to "host:port" within @timeout_ms (-1: forever) and
  * run the handshake. Errors: RDMX_ERR_CONN_REFUSED, RDMX_ERR_UNREACHABLE,
  * RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT.
+ * "@NAME" asks the context's resolver (rdmx_ctx_set_resolver) first: its
+ * errors, or RDMX_ERR_INVALID when the context has none.
  */
 rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 			 const struct rdmx_conn_attr *attr, int timeout_ms,

@@ -111,7 +111,9 @@ struct rdmx_page_attr {
 
 /*
  * rdmx_page_map - connect to the memory server at "HOST[:PORT]/NAME"
- * (RDMX_PAGE_PORT when none is given) and look region NAME up. @attr may be
+ * (RDMX_PAGE_PORT when none is given) and look region NAME up. "@NAME"
+ * connects to the server published under NAME (the context's resolver,
+ * rdmx_registry_attach), "@SERVER/NAME" to another's region. @attr may be
  * NULL. The map owns a connection and a cq of @ctx until rdmx_page_unmap().
  * Errors: RDMX_ERR_INVALID (malformed address or attr, a size larger than
  * the region, a cache smaller than a page), RDMX_ERR_NOT_FOUND (the server

@@ -14,6 +14,8 @@ pkgs=(
 	liblua5.4-dev                      # lambda demo: sandboxed Lua 5.4
 	libmicrohttpd-dev                  # --metrics: Prometheus endpoint
 	redis-tools                        # redis-cli against rdmx kv --resp-port
+	libcurl4-openssl-dev libjson-c-dev # registry: etcd's HTTP/JSON gateway
+	etcd-server                        # registry tests start their own etcd
 	libibverbs-dev librdmacm-dev       # the verbs transport
 	rdma-core ibverbs-providers        # its providers (rxe, siw) at run time
 )

@@ -605,7 +605,8 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 		return RDMX_ERR_INVALID;
 	}
 	/* "host" alone: the store's port. */
-	if (!strchr(addr, ':') || (addr[0] == '[' && !strstr(addr, "]:")))
+	if (addr[0] != '@' && /* "@NAME": the context's resolver's */
+	    (!strchr(addr, ':') || (addr[0] == '[' && !strstr(addr, "]:"))))
 		snprintf(full, sizeof(full), "%s:%d", addr, RDMX_KV_PORT);
 	else
 		snprintf(full, sizeof(full), "%s", addr);

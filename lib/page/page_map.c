@@ -21,13 +21,30 @@ static double page_map_now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* "HOST[:PORT]/NAME" into map->addr ("host:port") and map->name. */
+/*
+ * "HOST[:PORT]/NAME" into map->addr ("host:port") and map->name. "@NAME"
+ * is a server published under the region's name: rdmx_connect asks the
+ * context's resolver; "@SERVER/NAME" names both.
+ */
 static rdmx_status page_parse_url(struct rdmx_page_map *map, const char *url)
 {
 	const char *slash = url ? strrchr(url, '/') : NULL;
 	size_t hlen, nlen;
 	const char *colon, *bracket;
 
+	if (url && url[0] == '@' && url[1] && !slash) {
+		if (!page_name_ok(url + 1, strlen(url + 1)) ||
+		    strlen(url) >= sizeof(map->addr)) {
+			page_log(RDMX_LOG_ERROR,
+				 "region name '%s' is not 1 to %d of "
+				 "[A-Za-z0-9._-]",
+				 url + 1, RDMX_PAGE_NAME_MAX);
+			return RDMX_ERR_INVALID;
+		}
+		snprintf(map->name, sizeof(map->name), "%s", url + 1);
+		snprintf(map->addr, sizeof(map->addr), "%s", url);
+		return RDMX_OK;
+	}
 	if (!slash || slash == url) {
 		page_log(RDMX_LOG_ERROR,
 			 "'%s' is not HOST[:PORT]/NAME (the region's name "
@@ -44,6 +61,12 @@ static rdmx_status page_parse_url(struct rdmx_page_map *map, const char *url)
 		return RDMX_ERR_INVALID;
 	}
 	memcpy(map->name, slash + 1, nlen + 1);
+	if (url[0] == '@') { /* "@SERVER/NAME": the resolver's */
+		if (hlen >= sizeof(map->addr))
+			return RDMX_ERR_INVALID;
+		snprintf(map->addr, sizeof(map->addr), "%.*s", (int)hlen, url);
+		return RDMX_OK;
+	}
 	/* A port after the host, or after an IPv6 literal's bracket. */
 	bracket = memchr(url, ']', hlen);
 	colon = memchr(bracket ? bracket : url, ':',

@@ -148,6 +148,11 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 	  RDMX_CFG_FIELD(metrics_latency),
 	  "Keep per-operation latency histograms (rdmx_ctx_stats); costs a "
 	  "clock read and a lock per request. --metrics turns it on." },
+	{ "registry.url", "", RDMX_CFG_STRING, 0, 0, NULL,
+	  RDMX_CFG_FIELD(registry_url),
+	  "where names (\"@NAME\") are published and looked up: "
+	  "etcd://HOST:PORT[,HOST:PORT...]/PREFIX, or dir:PATH; empty: a "
+	  "directory per user on this host (rdmx_registry(7))" },
 	{ "lambda.native_dir", "", RDMX_CFG_STRING, 0, 0, NULL,
 	  RDMX_CFG_FIELD(lambda_native_dir),
 	  "rdmx demo lambda server: the directory of shared libraries whose "
@@ -578,4 +583,26 @@ void rdmx_config_describe(const struct rdmx_config *cfg, int i,
 			snprintf(value, value_len, "%d", *(const int *)field);
 		break;
 	}
+}
+
+rdmx_status rdmx_config_get(const struct rdmx_config *cfg, const char *key,
+			    char *buf, size_t len)
+{
+	const struct rdmx_config_row *row = rdmx_config_find(key);
+	const char *k, *dfl, *doc;
+	char env[128], val[RDMX_CONFIG_STR_MAX + 32];
+
+	if (!row) {
+		rdmx_error("config: no key %s (rdmx info lists them)", key);
+		return RDMX_ERR_NOT_FOUND;
+	}
+	rdmx_config_describe(cfg, (int)(row - rdmx_config_table), &k, val,
+			     sizeof(val), &dfl, &doc, env, sizeof(env));
+	if (strlen(val) >= len) {
+		rdmx_error("config: %s is %zu bytes, more than the %zu given",
+			   key, strlen(val), len);
+		return RDMX_ERR_INVALID;
+	}
+	memcpy(buf, val, strlen(val) + 1);
+	return RDMX_OK;
 }

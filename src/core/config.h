@@ -49,6 +49,7 @@ struct rdmx_config {
 	uint64_t progress_idle_after_us;
 	/* Read by `rdmx demo lambda`'s server, not by the library: kept here
 	 * so one file and one RDMX_* convention configure everything. */
+	char registry_url[RDMX_CONFIG_STR_MAX];
 	char lambda_native_dir[RDMX_CONFIG_STR_MAX];
 	uint64_t lambda_instructions;
 	uint64_t lambda_memory;
@@ -71,6 +72,9 @@ rdmx_status rdmx_config_load(const char *file, struct rdmx_config *cfg,
 
 /* For `rdmx info --config`: row count, and one row as text. */
 int rdmx_config_rows(void);
+/* The value of @key as text (rdmx_ctx_config). */
+rdmx_status rdmx_config_get(const struct rdmx_config *cfg, const char *key,
+			    char *buf, size_t len);
 void rdmx_config_describe(const struct rdmx_config *cfg, int row,
 			  const char **key_p, char *value, size_t value_len,
 			  const char **dfl_p, const char **doc_p, char *env,

@@ -95,12 +95,18 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 			 struct rdmx_conn **conn_p)
 {
 	struct rdmx_hs_result res;
-	char peer[64];
+	char peer[64], named[256];
 	rdmx_status st;
 	int fd;
 
 	if (!addr || !rdmx_conn_attr_ok(ctx, attr, conn_p))
 		return RDMX_ERR_INVALID;
+	if (*addr == '@') {
+		st = rdmx_ctx_resolve(ctx, addr + 1, named, sizeof(named));
+		if (st)
+			return st;
+		addr = named;
+	}
 	st = rdmx_sock_connect(addr, ctx->cfg.source_addr, timeout_ms, &fd);
 	if (st)
 		return st;

@@ -157,7 +157,16 @@ struct rdmx_ctx {
 	} tp[RDMX_TRANSPORT_MAX];
 
 	struct rdmx_stats stats; /* relaxed atomic adds only (stats.c) */
+
+	struct { /* "@NAME" -> "host:port"; under lock */
+		rdmx_resolve_fn fn;
+		void *arg;
+	} resolver;
 };
+
+/* "@NAME" without the '@': its address, through the context's resolver. */
+rdmx_status rdmx_ctx_resolve(struct rdmx_ctx *ctx, const char *name, char *addr,
+			     size_t len);
 
 /* Open (once) and return the per-context state of a transport. */
 rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,

@@ -297,3 +297,48 @@ void rdmx_ctx_idle(struct rdmx_ctx *ctx)
 			ctx->tp[i].ops->idle(priv);
 	}
 }
+
+rdmx_status rdmx_ctx_config(const struct rdmx_ctx *ctx, const char *key,
+			    char *buf, size_t len)
+{
+	if (!ctx || !key || !buf) {
+		rdmx_error("rdmx_ctx_config: NULL %s", !ctx   ? "context"
+						       : !key ? "key"
+							      : "buffer");
+		return RDMX_ERR_INVALID;
+	}
+	return rdmx_config_get(&ctx->cfg, key, buf, len);
+}
+
+void rdmx_ctx_set_resolver(struct rdmx_ctx *ctx, rdmx_resolve_fn fn, void *arg)
+{
+	pthread_mutex_lock(&ctx->lock);
+	ctx->resolver.fn = fn;
+	ctx->resolver.arg = arg;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+rdmx_status rdmx_ctx_resolve(struct rdmx_ctx *ctx, const char *name, char *addr,
+			     size_t len)
+{
+	rdmx_resolve_fn fn;
+	void *arg;
+	rdmx_status st;
+
+	pthread_mutex_lock(&ctx->lock);
+	fn = ctx->resolver.fn;
+	arg = ctx->resolver.arg;
+	pthread_mutex_unlock(&ctx->lock);
+	if (!fn) {
+		rdmx_error("connect to @%s: a name needs a resolver on the "
+			   "context (rdmx_registry_attach, or "
+			   "rdmx_ctx_set_resolver)",
+			   name);
+		return RDMX_ERR_INVALID;
+	}
+	/* The resolver says why it failed: one line. */
+	st = fn(arg, name, addr, len);
+	if (!st)
+		rdmx_info("@%s is %s", name, addr);
+	return st;
+}
