@@ -16,9 +16,10 @@
 
 #include "cli.h"
 #include "rdmx_kv.h"
+#include "rdmx_registry.h"
 
 struct kv_opts {
-	const char *config, *file, *out, *aof, *resp, *name;
+	const char *config, *file, *out, *aof, *resp, *name, *cluster;
 	enum rdmx_kv_fsync fsync;
 	uint64_t memory_mb, threads, buffer_mb;
 	bool evict_lru;
@@ -28,9 +29,11 @@ static void kv_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rdmx kv serve [:PORT] [options]\n"
-		"       rdmx kv put HOST[:PORT]|@NAME KEY [VALUE | -f FILE]\n"
-		"       rdmx kv get HOST[:PORT]|@NAME KEY [-o FILE]\n"
-		"       rdmx kv del HOST[:PORT]|@NAME KEY\n"
+		"       rdmx kv put SERVER KEY [VALUE | -f FILE]\n"
+		"       rdmx kv get SERVER KEY [-o FILE]\n"
+		"       rdmx kv del SERVER KEY\n"
+		"  SERVER: HOST[:PORT], @NAME, or @cluster:NAME (the member that\n"
+		"  holds KEY).\n"
 		"       rdmx kv bench HOST[:PORT] [options] (see --help there)\n"
 		"  A key-value store whose server RDMA-writes each value into\n"
 		"  the client's buffer (port %d when none is given).\n"
@@ -48,6 +51,9 @@ static void kv_usage(FILE *f)
 		"      --metrics ADDR:PORT  Prometheus /metrics and JSON /status\n"
 		"      --name NAME     publish the server as @NAME in the registry\n"
 		"                      (registry.url; rdmx_registry(7))\n"
+		"      --cluster NAME  join cluster NAME (as member --name, else\n"
+		"                      HOST-PORT): clients of @cluster:NAME\n"
+		"                      spread their keys over its members\n"
 		"options (clients):\n"
 		"  -f, --file FILE     put: the value is this file's bytes\n"
 		"  -o, --output FILE   get: write the value there, not stdout\n"
@@ -124,7 +130,7 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	struct cli_metrics *metrics = NULL;
 	struct rdmx_kv_server *srv = NULL;
 	struct rdmx_kv_server_stats st;
-	char a[128];
+	char a[128], member[RDMX_REGISTRY_NAME_MAX] = "";
 	rdmx_status s;
 
 	if (o->aof) {
@@ -174,14 +180,29 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 		       rdmx_kv_server_resp_port(srv));
 	printf("\n");
 	fflush(stdout);
-	if (o->name)
-		cli_publish(ctx, "kv", o->name, a, rdmx_kv_server_port(srv),
+	if (o->cluster) { /* as kv/cluster/NAME/MEMBER */
+		char host[64] = "host";
+
+		gethostname(host, sizeof(host));
+		host[sizeof(host) - 1] = 0;
+		if (o->name)
+			snprintf(member, sizeof(member), "%s%s/%s",
+				 RDMX_KV_CLUSTER_PREFIX, o->cluster, o->name);
+		else
+			snprintf(member, sizeof(member), "%s%s/%s-%d",
+				 RDMX_KV_CLUSTER_PREFIX, o->cluster, host,
+				 rdmx_kv_server_port(srv));
+	} else if (o->name) {
+		snprintf(member, sizeof(member), "%s", o->name);
+	}
+	if (*member)
+		cli_publish(ctx, "kv", member, a, rdmx_kv_server_port(srv),
 			    "kv", 2);
 	cli_catch_signals();
 	while (!cli_stop)
 		usleep(100000);
-	if (o->name)
-		cli_unpublish(o->name);
+	if (*member)
+		cli_unpublish(member);
 	rdmx_kv_server_stats(srv, &st);
 	printf("rdmx kv: server done: %" PRIu64 " clients; %" PRIu64
 	       " keys, %" PRIu64 " bytes used; %" PRIu64 " gets (%" PRIu64
@@ -284,6 +305,42 @@ static int kv_get_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
 	return rc;
 }
 
+/*
+ * "@cluster:NAME": the address of the member of cluster NAME that holds
+ * @key now, into @at. One key per command: the cluster client places it,
+ * the usual client does the rest.
+ */
+static rdmx_status kv_cluster_member(struct rdmx_ctx *ctx, const char *cluster,
+				     const char *key, char *at, size_t len)
+{
+	struct rdmx_registry *reg = cli_registry(ctx);
+	struct rdmx_kv_cluster *cl;
+	struct rdmx_registry_entry e;
+	char member[RDMX_REGISTRY_NAME_MAX], name[2 * RDMX_REGISTRY_NAME_MAX];
+	rdmx_status st;
+
+	if (!reg)
+		return RDMX_ERR_INVALID;
+	st = rdmx_kv_cluster_open(ctx, reg, cluster, NULL, &cl);
+	if (!st) {
+		st = rdmx_kv_cluster_owner(cl, key, strlen(key), member,
+					   sizeof(member));
+		rdmx_kv_cluster_close(cl);
+	}
+	if (st == RDMX_ERR_UNREACHABLE)
+		rdmx_log(RDMX_LOG_ERROR,
+			 "kv: no live member of cluster %s in %s", cluster,
+			 rdmx_registry_url(reg));
+	if (st)
+		return st;
+	snprintf(name, sizeof(name), "%s%s/%s", RDMX_KV_CLUSTER_PREFIX, cluster,
+		 member);
+	st = rdmx_registry_lookup(reg, name, &e);
+	if (!st)
+		snprintf(at, len, "%s", e.addr);
+	return st;
+}
+
 static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 			 char **argv)
 {
@@ -292,6 +349,7 @@ static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 	int want = !strcmp(what, "put") ? 3 : 2;
 	struct rdmx_ctx *ctx = NULL;
 	struct rdmx_kv_client *c = NULL;
+	char at[RDMX_REGISTRY_ADDR_MAX] = "";
 	rdmx_status st;
 	int rc;
 
@@ -302,8 +360,11 @@ static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 		return cli_fail("kv", "a key is 1 to %d bytes",
 				RDMX_KV_KEY_MAX);
 	st = cli_ctx_create(o->config, &ctx);
+	if (!st && !strncmp(argv[0], "@cluster:", 9))
+		st = kv_cluster_member(ctx, argv[0] + 9, argv[1], at,
+				       sizeof(at));
 	if (!st)
-		st = rdmx_kv_connect(ctx, argv[0], &ka, &c);
+		st = rdmx_kv_connect(ctx, *at ? at : argv[0], &ka, &c);
 	if (st) {
 		rdmx_ctx_destroy(ctx);
 		return cli_fail("kv", "cannot reach %s: %s", argv[0],
@@ -339,6 +400,7 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 		{ "fsync", required_argument, NULL, 8 },
 		{ "resp-port", required_argument, NULL, 9 },
 		{ "name", required_argument, NULL, 10 },
+		{ "cluster", required_argument, NULL, 11 },
 		{ "file", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "config", required_argument, NULL, 'c' },
@@ -392,6 +454,9 @@ static int kv_parse(int argc, char **argv, struct kv_opts *o)
 			break;
 		case 10:
 			o->name = optarg;
+			break;
+		case 11:
+			o->cluster = optarg;
 			break;
 		case 8:
 			if (!strcmp(optarg, "always"))

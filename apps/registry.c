@@ -56,7 +56,7 @@ void cli_publish(struct rdmx_ctx *ctx, const char *cmd, const char *name,
 {
 	struct rdmx_registry *reg = cli_registry(ctx);
 	struct rdmx_registry_entry e = { 0 };
-	char host[128] = "";
+	char host[RDMX_REGISTRY_ADDR_MAX - 8] = "";
 	const char *colon = listen ? strrchr(listen, ':') : NULL;
 	rdmx_status st;
 

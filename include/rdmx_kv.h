@@ -202,6 +202,59 @@ rdmx_status rdmx_kv_post_del(struct rdmx_kv_client *c, const void *key,
 int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		 int timeout_ms);
 
+/* ------------------------------------------------------------------------ */
+/* Cluster: keys spread over the servers of a name (lib/registry)          */
+
+struct rdmx_registry;
+struct rdmx_kv_cluster;
+
+/* Members of cluster NAME are published as "kv/cluster/NAME/MEMBER". */
+#define RDMX_KV_CLUSTER_PREFIX "kv/cluster/"
+
+/*
+ * rdmx_kv_cluster_publish - make the server at @addr ("host:port") member
+ * @member of cluster @cluster in @reg, until unpublished or @reg closes.
+ */
+rdmx_status rdmx_kv_cluster_publish(struct rdmx_registry *reg,
+				    const char *cluster, const char *member,
+				    const char *addr, unsigned ttl_ms);
+
+/*
+ * rdmx_kv_cluster_open - a client of the live members of @cluster in @reg
+ * (which must outlive it). A key lives on the member with the highest
+ * rendezvous hash of (member, key): a member that joins takes about 1/n
+ * of the keys, one that leaves gives its keys to the others. Membership
+ * follows a watch of the registry. No replication: the values of a
+ * member that dies are lost. Until its entry expires (its TTL), the keys
+ * of a member that died or cannot be reached fail with
+ * RDMX_ERR_CONN_LOST; after, they belong to the others, and read as
+ * RDMX_ERR_NOT_FOUND until written again. With no live member, calls
+ * fail with RDMX_ERR_UNREACHABLE. One thread at a time.
+ */
+rdmx_status rdmx_kv_cluster_open(struct rdmx_ctx *ctx,
+				 struct rdmx_registry *reg, const char *cluster,
+				 const struct rdmx_kv_attr *attr,
+				 struct rdmx_kv_cluster **cl_p);
+void rdmx_kv_cluster_close(struct rdmx_kv_cluster *cl);
+
+/* As rdmx_kv_put, rdmx_kv_get and rdmx_kv_del, on the key's member. */
+rdmx_status rdmx_kv_cluster_put(struct rdmx_kv_cluster *cl, const void *key,
+				size_t klen, const void *val, uint64_t vlen);
+rdmx_status rdmx_kv_cluster_get(struct rdmx_kv_cluster *cl, const void *key,
+				size_t klen, void *out, uint64_t room,
+				uint64_t *len_p);
+rdmx_status rdmx_kv_cluster_del(struct rdmx_kv_cluster *cl, const void *key,
+				size_t klen);
+
+/*
+ * The member @key belongs to now (its name into @member, @len bytes);
+ * RDMX_ERR_UNREACHABLE when there is none. Applies membership changes.
+ */
+rdmx_status rdmx_kv_cluster_owner(struct rdmx_kv_cluster *cl, const void *key,
+				  size_t klen, char *member, size_t len);
+/* Members known now (membership changes applied first). */
+unsigned rdmx_kv_cluster_size(struct rdmx_kv_cluster *cl);
+
 #ifdef __cplusplus
 }
 #endif

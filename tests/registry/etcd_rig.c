@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/* Description: an etcd for a test: Debian's, on loopback ports. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "etcd_rig.h"
+#include "harness.h"
+#include "rdmx_registry.h"
+
+#define ETCD_BIN "/usr/bin/etcd"
+
+static void etcd_member_start(struct etcd *e, int i)
+{
+	char name[16], data[128], curl[64], purl[64], cluster[256] = "",
+						      log[160];
+	size_t len = 0;
+
+	snprintf(name, sizeof(name), "m%d", i);
+	snprintf(data, sizeof(data), "%s/%s", e->dir, name);
+	snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", e->client[i]);
+	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", e->peer[i]);
+	snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
+	for (int j = 0; j < e->n; j++)
+		len += (size_t)snprintf(cluster + len, sizeof(cluster) - len,
+					"%sm%d=http://127.0.0.1:%d",
+					j ? "," : "", j, e->peer[j]);
+	e->pid[i] = fork();
+	assert_true(e->pid[i] >= 0);
+	if (!e->pid[i]) {
+		FILE *f = freopen(log, "w", stdout);
+
+		(void)f;
+		dup2(1, 2);
+		execl(ETCD_BIN, ETCD_BIN, "--name", name, "--data-dir", data,
+		      "--listen-client-urls", curl, "--advertise-client-urls",
+		      curl, "--listen-peer-urls", purl,
+		      "--initial-advertise-peer-urls", purl,
+		      "--initial-cluster", cluster, "--initial-cluster-state",
+		      "new", "--heartbeat-interval", "50", "--election-timeout",
+		      "500", (char *)NULL);
+		_exit(127);
+	}
+}
+
+/* Wait until the URL's registry answers (@url: one member or all). */
+void etcd_wait(const char *url)
+{
+	struct rdmx_registry *reg;
+
+	assert_int_equal(rdmx_registry_open(NULL, url, &reg), RDMX_OK);
+	for (int i = 0; rdmx_registry_ping(reg) != RDMX_OK; i++) {
+		if (i > 100 * time_scale())
+			fail_msg("etcd at %s did not answer in 10 s", url);
+		usleep(100000);
+	}
+	rdmx_registry_close(reg);
+}
+
+void etcd_start(struct etcd *e, int n)
+{
+	size_t len;
+
+	if (access(ETCD_BIN, X_OK))
+		fail_msg("%s is missing: scripts/install-deps.sh installs "
+			 "etcd-server",
+			 ETCD_BIN);
+	memset(e, 0, sizeof(*e));
+	e->n = n;
+	snprintf(e->dir, sizeof(e->dir), "/tmp/rdmx-etcd-XXXXXX");
+	assert_non_null(mkdtemp(e->dir));
+	for (int i = 0; i < n; i++) {
+		e->client[i] = harness_free_port();
+		e->peer[i] = harness_free_port();
+	}
+	len = (size_t)snprintf(e->url, sizeof(e->url), "etcd://");
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(e->url + len, sizeof(e->url) - len,
+					"%s127.0.0.1:%d", i ? "," : "",
+					e->client[i]);
+	snprintf(e->url + len, sizeof(e->url) - len, "/test");
+	for (int i = 0; i < n; i++)
+		etcd_member_start(e, i);
+	etcd_wait(e->url);
+}
+
+void etcd_kill(struct etcd *e, int i)
+{
+	if (e->pid[i] > 0) {
+		kill(e->pid[i], SIGKILL);
+		waitpid(e->pid[i], NULL, 0);
+		e->pid[i] = 0;
+	}
+}
+
+void etcd_stop(struct etcd *e)
+{
+	char cmd[128];
+
+	for (int i = 0; i < e->n; i++)
+		etcd_kill(e, i);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
+	assert_int_equal(system(cmd), 0);
+}
