@@ -97,7 +97,8 @@ static int page_serve(const struct serve_opts *o)
 	struct cli_metrics *metrics = NULL;
 	struct rdmx_page_server *srv = NULL;
 	struct rdmx_page_server_stats ss;
-	char addr[128], size[32];
+	char addr[128], size[80];
+	struct rdmx_remote rem = { 0 };
 	bool filled;
 	uint8_t *mem;
 	rdmx_status st;
@@ -131,8 +132,13 @@ static int page_serve(const struct serve_opts *o)
 	       o->file ? o->file : "anonymous memory",
 	       filled ? ", filled with the bench pattern" : "");
 	fflush(stdout);
-	/* Published under the region's name: "@NAME" finds both. */
-	snprintf(size, sizeof(size), "size=%" PRIu64, o->size);
+	/* Published under the region's name: "@NAME" finds both. The
+	 * payload: the region's size and descriptor, for a user who would
+	 * READ it without asking the server first. */
+	rdmx_page_server_region(srv, o->name, &rem);
+	snprintf(size, sizeof(size),
+		 "size=%" PRIu64 " addr=0x%" PRIx64 " rkey=0x%08" PRIx32,
+		 o->size, rem.addr, rem.rkey);
 	cli_publish(ctx, "page", o->name, addr, rdmx_page_server_port(srv),
 		    size, strlen(size));
 	cli_catch_signals();

@@ -62,6 +62,15 @@ rdmx_status rdmx_page_server_export(struct rdmx_page_server *srv,
 /* The port the server listens on. */
 int rdmx_page_server_port(const struct rdmx_page_server *srv);
 
+/*
+ * rdmx_page_server_region - the descriptor of exported region @name, as
+ * clients READ and WRITE it (to publish it, rdmx_registry(7)).
+ * RDMX_ERR_NOT_FOUND if no region has that name.
+ */
+rdmx_status rdmx_page_server_region(struct rdmx_page_server *srv,
+				    const char *name,
+				    struct rdmx_remote *remote_p);
+
 /* What a server has done since it was created. */
 struct rdmx_page_server_stats {
 	uint64_t clients_open, clients_total;

@@ -93,6 +93,22 @@ out:
 	return st;
 }
 
+rdmx_status rdmx_page_server_region(struct rdmx_page_server *srv,
+				    const char *name,
+				    struct rdmx_remote *remote_p)
+{
+	struct page_region *r;
+
+	if (!srv || !name || !remote_p)
+		return RDMX_ERR_INVALID;
+	pthread_mutex_lock(&srv->lock);
+	r = page_region_find(srv, name);
+	if (r)
+		*remote_p = r->remote;
+	pthread_mutex_unlock(&srv->lock);
+	return r ? RDMX_OK : RDMX_ERR_NOT_FOUND;
+}
+
 /* ---- clients ------------------------------------------------------------ */
 
 static rdmx_status page_client_recv(struct page_client *cl)

@@ -208,12 +208,19 @@ static void test_page_map_errors(void **state)
 	struct side c;
 	struct rdmx_page_map *map = NULL;
 	struct rdmx_page_attr a = { 0 };
+	struct rdmx_remote rem;
 	char url[160];
 	uint8_t page[PG];
 
 	(void)state;
 	srv_open(&v, 1 << 20);
 	side_open(&c);
+	/* The descriptor a server publishes: the region's own. */
+	assert_int_equal(rdmx_page_server_region(v.ps, "mem", &rem), RDMX_OK);
+	assert_int_equal(rem.addr, (uintptr_t)v.mem);
+	assert_int_equal(rem.length, 1 << 20);
+	assert_int_equal(rdmx_page_server_region(v.ps, "nosuch", &rem),
+			 RDMX_ERR_NOT_FOUND);
 	snprintf(url, sizeof(url), "%s:%d/nosuch", suite_addr(),
 		 rdmx_page_server_port(v.ps));
 	assert_int_equal(rdmx_page_map(c.ctx, url, NULL, &map),
