@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -362,6 +363,62 @@ static void test_post_stops_at_max_send_wr(void **state)
 }
 
 /*
+ * Unsignaled requests hold their send queue slots until a later request
+ * completes, on every transport, as on a NIC (tcp and shm freed them when
+ * the target answered: 2,058 unsignaled WRITEs posted without an AGAIN,
+ * where verbs stalls). Done or not, 16 unsignaled WRITEs fill a queue of
+ * 16; a signaled one's completion frees them all.
+ */
+static void test_unsignaled_hold_send_queue_slots(void **state)
+{
+	enum { DEPTH = 16 };
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_completion wc;
+	struct rdmx_sge s;
+	struct rdmx_wr wr = { .opcode = RDMX_OP_WRITE, .num_sge = 1 };
+
+	(void)state;
+	pair_open_with(&p, "RDMX_CONN_MAX_SEND_WR", "16");
+	buf_alloc(&p.c, &src, 64, 0);
+	buf_alloc(&p.s, &dst, 64,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	rdmx_mr_remote(dst.mr, &rem);
+	s = sge_of(&src, 0, 8);
+	wr.sg_list = &s;
+	wr.remote_addr = rem.addr;
+	wr.rkey = rem.rkey;
+	for (int round = 0; round < 2; round++) {
+		/* 15 unsignaled and a signaled one: its completion frees 16. */
+		for (int i = 0; i < DEPTH; i++) {
+			wr.wr_id = (uint64_t)i;
+			wr.flags = i < DEPTH - 1 ? RDMX_WR_UNSIGNALED : 0;
+			assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+		}
+		wc = expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+		assert_int_equal(wc.wr_id, DEPTH - 1);
+	}
+	/* Only unsignaled ones: done at the target, yet the queue is full. */
+	wr.flags = RDMX_WR_UNSIGNALED;
+	for (int i = 0; i < DEPTH; i++)
+		assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	for (int i = 0; i < 50; i++) { /* time for all of them to finish */
+		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
+		usleep(2000);
+	}
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_ERR_AGAIN);
+	rdmx_conn_close(p.cconn);
+	p.cconn = NULL;
+	while (rdmx_poll(p.c.cq, &wc, 1) > 0) /* flushed, or not */
+		assert_true(wc.status == RDMX_ERR_FLUSHED ||
+			    wc.status == RDMX_ERR_CONN_LOST);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+/*
  * Once rdmx_conn_close has returned, the peer touches the initiator's
  * buffers no more, even with READs outstanding (shm's single copy used to
  * go on writing them from the target after the close).
@@ -416,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_unsignaled_requests),
 		cmocka_unit_test(test_read_close_ends_placement),
 		cmocka_unit_test(test_post_stops_at_max_send_wr),
+		cmocka_unit_test(test_unsignaled_hold_send_queue_slots),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

@@ -160,7 +160,11 @@ struct rdmx_sw_conn {
 
 	/* initiator */
 	uint64_t next_seq;
-	uint32_t outstanding; /* in sq + inflight */
+	uint32_t outstanding; /* in sq + inflight, + unsignaled_held */
+	/* Unsignaled requests done, holding their send queue slots until a
+	 * later request's completion (as on a NIC, where the CQE of a
+	 * signaled request frees the slots of those before it). */
+	uint32_t unsignaled_held;
 	uint32_t inflight_n; /* in inflight */
 	uint32_t inflight_reads; /* of them, READs and atomics (fences) */
 	uint32_t peer_limit; /* requests the peer lets us have at it (LIMIT) */

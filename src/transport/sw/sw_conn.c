@@ -271,6 +271,8 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	/* Oldest first, so completions stay in posting order. */
 	rdmx_sw_flush_queue(c, &c->inflight, st);
 	rdmx_sw_flush_queue(c, &c->sq, st);
+	c->outstanding -= c->unsignaled_held;
+	c->unsignaled_held = 0;
 	c->inflight_n = 0;
 	c->inflight_reads = 0;
 	while ((op = c->tx_head)) {

@@ -143,12 +143,16 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 	c->inflight.head = op->next;
 	if (!c->inflight.head)
 		c->inflight.tail = NULL;
-	c->outstanding--;
 	c->inflight_n--;
 	c->inflight_reads -= rdmx_sw_op_reads(op);
-	if (st || !op->unsignaled)
+	if (st || !op->unsignaled) {
+		c->outstanding -= 1 + c->unsignaled_held;
+		c->unsignaled_held = 0;
 		rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len,
 				 0);
+	} else {
+		c->unsignaled_held++; /* its slot is the next completion's */
+	}
 	op->in_q = false;
 	rdmx_sw_op_drop(op);
 }
