@@ -458,14 +458,18 @@ static void fetch_done(struct page_mem *m, int c, rdmx_status st)
 		 * Poisoned, the pages raise it in them; else they are woken,
 		 * fault again, and are signalled then (the link is dead).
 		 */
+		/* Counted before a thread can see the signal and ask. */
+		STAT_ADD(m, sigbus, 1);
 		if (!m->poison ||
 		    page_uffd_poison(m->uffd, page_addr(m, p),
 				     (uint64_t)n * PAGE_SIZE_BYTES) < 0) {
+			/* page_sigbus counts them as they fault again. */
+			atomic_fetch_sub_explicit(&m->stats.sigbus, 1,
+						  memory_order_relaxed);
 			page_uffd_wake(m->uffd, page_addr(m, p),
 				       (uint64_t)n * PAGE_SIZE_BYTES);
 		} else {
 			memset(m->state + p, PG_POISON, n);
-			STAT_ADD(m, sigbus, 1);
 		}
 		ch->kind = CHUNK_FREE;
 		return;
