@@ -299,9 +299,14 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 			struct rdmx_conn **conn_p);
 
 /*
- * rdmx_connect - connect to "host:port" within @timeout_ms (-1: forever) and
- * run the handshake. Errors: RDMX_ERR_CONN_REFUSED, RDMX_ERR_UNREACHABLE,
- * RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT.
+ * rdmx_connect - connect to "host:port" and run the handshake, all within
+ * @timeout_ms: TCP connect, handshake and transport setup (-1: no bound of
+ * its own; each step then waits at most conn.handshake_timeout for a
+ * silent server). A server's rdmx_accept returns a connection only for a
+ * client that finished its handshake, so a client that timed out is no
+ * connection on the server either. Errors: RDMX_ERR_CONN_REFUSED,
+ * RDMX_ERR_UNREACHABLE, RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH,
+ * RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT.
  * "@NAME" asks the context's resolver (rdmx_ctx_set_resolver) first: its
  * errors, or RDMX_ERR_INVALID when the context has none.
  */

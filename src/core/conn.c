@@ -25,7 +25,7 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 				const struct rdmx_hs_result *res,
 				const struct rdmx_conn_attr *attr,
-				struct rdmx_conn **conn_p)
+				uint64_t deadline, struct rdmx_conn **conn_p)
 {
 	struct rdmx_conn_info info = { 0 };
 	struct rdmx_conn *conn;
@@ -44,7 +44,7 @@ rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 		return st;
 	}
 	st = ctx->tp[res->transport].ops->conn_create(priv, fd, accepting, attr,
-						      &conn);
+						      deadline, &conn);
 	if (st)
 		return st;
 	info.flags = conn->info.flags; /* the transport's */
@@ -94,6 +94,8 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 			 const struct rdmx_conn_attr *attr, int timeout_ms,
 			 struct rdmx_conn **conn_p)
 {
+	/* The call's bound covers all of it: name, TCP, handshake, setup. */
+	uint64_t call = rdmx_deadline(timeout_ms), step;
 	struct rdmx_hs_result res;
 	char peer[64], named[256];
 	rdmx_status st;
@@ -107,18 +109,26 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 			return st;
 		addr = named;
 	}
-	st = rdmx_sock_connect(addr, ctx->cfg.source_addr, timeout_ms, &fd);
+	st = rdmx_sock_connect(addr, ctx->cfg.source_addr, rdmx_ms_left(call),
+			       &fd);
 	if (st)
 		return st;
 	rdmx_sock_name(fd, true, peer, sizeof(peer));
 	rdmx_sock_liveness(fd, (unsigned)ctx->cfg.tcp_user_timeout_ms);
+	/* Forever (-1) still gives a silent server conn.handshake_timeout
+	 * per step, as the server gives a silent client. */
+	step = timeout_ms < 0
+		       ? rdmx_deadline((int)ctx->cfg.handshake_timeout_ms)
+		       : call;
 	st = rdmx_hs_client(ctx, fd, peer, rdmx_conn_attr_transports(attr),
-			    &res);
+			    step, &res);
 	if (st) {
 		close(fd);
 		return st;
 	}
-	return rdmx_conn_establish(ctx, fd, false, &res, attr, conn_p);
+	if (timeout_ms < 0)
+		step = rdmx_deadline((int)ctx->cfg.handshake_timeout_ms);
+	return rdmx_conn_establish(ctx, fd, false, &res, attr, step, conn_p);
 }
 
 void rdmx_conn_close(struct rdmx_conn *conn)

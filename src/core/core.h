@@ -70,10 +70,12 @@ struct rdmx_transport_ops {
 	void (*close)(void *priv);
 	/*
 	 * Turn a control socket whose handshake chose this transport into a
-	 * connection. Owns @fd from the call on, success or not.
+	 * connection, its setup done by @deadline (rdmx_now_us() time).
+	 * Owns @fd from the call on, success or not.
 	 */
 	rdmx_status (*conn_create)(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
+				   uint64_t deadline,
 				   struct rdmx_conn **conn_p);
 	/* Flush posted work as RDMX_ERR_FLUSHED into the cq, then free. */
 	void (*conn_close)(struct rdmx_conn *conn);
@@ -270,13 +272,14 @@ struct rdmx_conn {
 
 /*
  * Hand a control socket that finished its handshake to its transport
- * (conn.c). It owns @fd from here on, and closes it if it fails.
+ * (conn.c), whose setup ends by @deadline. It owns @fd from here on, and
+ * closes it if it fails.
  */
 struct rdmx_hs_result;
 rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 				const struct rdmx_hs_result *res,
 				const struct rdmx_conn_attr *attr,
-				struct rdmx_conn **conn_p);
+				uint64_t deadline, struct rdmx_conn **conn_p);
 /* @attr is usable on @ctx, and @out is not NULL; logs what is wrong. */
 bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 		       const struct rdmx_conn_attr *attr, void *out);

@@ -11,7 +11,7 @@ struct rdmx_hs {
 	struct rdmx_ctx *ctx;
 	int fd;
 	const char *peer;
-	uint64_t deadline;
+	uint64_t deadline, start;
 	uint64_t allow; /* transports the connection may use (its srq's) */
 	crypto_hash_sha256_state transcript; /* every byte either side sent */
 };
@@ -33,12 +33,15 @@ static void rdmx_hs_mac(const struct rdmx_hs *hs, const char *role,
 }
 
 static void rdmx_hs_init(struct rdmx_hs *hs, struct rdmx_ctx *ctx, int fd,
-			 const char *peer, uint64_t allow)
+			 const char *peer, uint64_t allow, uint64_t deadline)
 {
 	hs->ctx = ctx;
 	hs->fd = fd;
 	hs->peer = peer;
-	hs->deadline = rdmx_deadline((int)ctx->cfg.handshake_timeout_ms);
+	hs->start = rdmx_now_us();
+	hs->deadline =
+		deadline ? deadline
+			 : rdmx_deadline((int)ctx->cfg.handshake_timeout_ms);
 	hs->allow = allow;
 	crypto_hash_sha256_init(&hs->transcript);
 }
@@ -84,7 +87,7 @@ static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
 	if (st == RDMX_ERR_TIMEOUT)
 		rdmx_error(
 			"handshake with %s: no answer within %llu ms", hs->peer,
-			(unsigned long long)hs->ctx->cfg.handshake_timeout_ms);
+			(unsigned long long)(hs->deadline - hs->start) / 1000);
 	else if (st == RDMX_ERR_PROTOCOL)
 		rdmx_error(
 			"handshake with %s: malformed message (is it an rdmx "
@@ -240,15 +243,16 @@ static uint16_t rdmx_hs_check_hello(struct rdmx_hs *hs,
 }
 
 rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
-			   uint64_t allow, struct rdmx_hs_result *res)
+			   uint64_t allow, uint64_t deadline,
+			   struct rdmx_hs_result *res)
 {
 	struct rdmx_hs hs;
 	struct rdmx_hs_msg hello, welcome = { .type = RDMX_HS_WELCOME };
-	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT };
+	struct rdmx_hs_msg auth, result = { .type = RDMX_HS_RESULT }, confirm;
 	uint8_t mac[RDMX_HS_MAC_LEN];
 	rdmx_status st;
 
-	rdmx_hs_init(&hs, ctx, fd, peer, allow);
+	rdmx_hs_init(&hs, ctx, fd, peer, allow, deadline);
 	st = rdmx_hs_recv(&hs, RDMX_HS_HELLO, &hello);
 	if (st)
 		return st;
@@ -277,6 +281,12 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	st = rdmx_hs_send(&hs, &result);
 	if (result.code)
 		return rdmx_hs_refused(&hs, result.code, true);
+	if (!st)
+		st = rdmx_hs_recv(&hs, RDMX_HS_CONFIRM, &confirm);
+	if (st == RDMX_ERR_CONN_LOST)
+		rdmx_info("handshake with %s: the client gave up before "
+			  "confirming (its connect timed out?)",
+			  peer);
 	if (st)
 		return st;
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
@@ -285,15 +295,17 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 }
 
 rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
-			   uint64_t allow, struct rdmx_hs_result *res)
+			   uint64_t allow, uint64_t deadline,
+			   struct rdmx_hs_result *res)
 {
 	struct rdmx_hs hs;
 	struct rdmx_hs_msg hello = { .type = RDMX_HS_HELLO }, welcome;
 	struct rdmx_hs_msg auth = { .type = RDMX_HS_AUTH }, result;
+	struct rdmx_hs_msg confirm = { .type = RDMX_HS_CONFIRM };
 	uint8_t mac[RDMX_HS_MAC_LEN];
 	rdmx_status st;
 
-	rdmx_hs_init(&hs, ctx, fd, peer, allow);
+	rdmx_hs_init(&hs, ctx, fd, peer, allow, deadline);
 	hello.transports = rdmx_hs_offer(&hs);
 	hello.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	memcpy(hello.host_id, ctx->host_id, sizeof(hello.host_id));
@@ -333,6 +345,10 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 	/* Every byte both sides sent is under the server's proof. */
 	if (ctx->auth_key_len && sodium_memcmp(mac, result.mac, sizeof(mac)))
 		return rdmx_hs_refused(&hs, RDMX_HS_KEY_WRONG, false);
+	/* We go on: only now does the server's rdmx_accept see us. */
+	st = rdmx_hs_send(&hs, &confirm);
+	if (st)
+		goto err_lost;
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
 		       welcome.transport, welcome.why, res);
 	return RDMX_OK;

@@ -10,15 +10,19 @@ struct rdmx_hs_result {
 };
 
 /*
- * Run the handshake on a connected control socket, within
- * conn.handshake_timeout. Both log the failure with the peer's address and
- * the fix, and return RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL,
- * RDMX_ERR_NO_TRANSPORT, RDMX_ERR_TIMEOUT or RDMX_ERR_CONN_LOST. Only
- * transports in the bit mask @allow are offered (~0: every one).
+ * Run the handshake on a connected control socket until @deadline
+ * (rdmx_now_us() time; 0: conn.handshake_timeout from now). Both log the
+ * failure with the peer's address and the fix, and return RDMX_ERR_AUTH,
+ * RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT, RDMX_ERR_TIMEOUT or
+ * RDMX_ERR_CONN_LOST. Only transports in the bit mask @allow are offered
+ * (~0: every one). The server succeeds only once the client has
+ * confirmed; a client that has sent its confirmation succeeds.
  */
 rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
-			   uint64_t allow, struct rdmx_hs_result *res);
+			   uint64_t allow, uint64_t deadline,
+			   struct rdmx_hs_result *res);
 rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
-			   uint64_t allow, struct rdmx_hs_result *res);
+			   uint64_t allow, uint64_t deadline,
+			   struct rdmx_hs_result *res);
 
 #endif

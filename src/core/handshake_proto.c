@@ -17,6 +17,8 @@ size_t rdmx_hs_body_len(uint8_t type)
 		return 32;
 	case RDMX_HS_RESULT:
 		return 40;
+	case RDMX_HS_CONFIRM:
+		return 8; /* reserved, zero */
 	}
 	return 0;
 }
@@ -99,6 +101,8 @@ rdmx_status rdmx_hs_decode_body(const uint8_t *b, size_t len,
 	case RDMX_HS_RESULT:
 		msg->code = (uint16_t)rdmx_get_be(b, 2);
 		memcpy(msg->mac, b + 8, RDMX_HS_MAC_LEN);
+		break;
+	case RDMX_HS_CONFIRM:
 		break;
 	default:
 		return RDMX_ERR_PROTOCOL;

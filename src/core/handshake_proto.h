@@ -11,6 +11,13 @@
  *                                            transports, nonce_s)
  *   AUTH   (mac_c)               ->
  *                                <- RESULT  (code, mac_s)
+ *   CONFIRM (reserved)           ->
+ *
+ * CONFIRM says the client goes on: it sends it only after RESULT and the
+ * server's proof checked out within its own deadline, and the server's
+ * rdmx_accept sees the peer only once it has arrived. A client that gives
+ * up (its rdmx_connect timed out) closes instead, so the two sides agree
+ * on whether a connection exists.
  *
  * With a pre-shared key, mac_c = HMAC-SHA256(key, "rdmx-client" ||
  * SHA-256(HELLO || WELCOME)) and mac_s = HMAC-SHA256(key, "rdmx-server" ||
@@ -32,7 +39,7 @@
 #include "rdmx.h"
 
 #define RDMX_HS_MAGIC 0x52444d58u /* "RDMX" */
-#define RDMX_HS_VERSION 2
+#define RDMX_HS_VERSION 3
 #define RDMX_HS_HDR_LEN 12
 #define RDMX_HS_NONCE_LEN 32
 #define RDMX_HS_MAC_LEN 32
@@ -43,6 +50,7 @@ enum rdmx_hs_type {
 	RDMX_HS_WELCOME = 2,
 	RDMX_HS_AUTH = 3,
 	RDMX_HS_RESULT = 4,
+	RDMX_HS_CONFIRM = 5,
 };
 
 /* Header flags. */

@@ -162,7 +162,7 @@ static void *rdmx_hs_worker(void *arg)
 	uint64_t one = 1;
 	rdmx_status st;
 
-	st = rdmx_hs_server(lst->ctx, p->fd, p->peer, p->allow, &p->res);
+	st = rdmx_hs_server(lst->ctx, p->fd, p->peer, p->allow, 0, &p->res);
 	pthread_mutex_lock(&lst->lock);
 	if (st) {
 		close(p->fd);
@@ -326,8 +326,11 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 			p->state = RDMX_SLOT_FREE;
 			pthread_mutex_unlock(&lst->lock);
 			/* It owns fd now, and closes it if it fails. */
-			st = rdmx_conn_establish(lst->ctx, fd, true, &res, attr,
-						 conn_p);
+			st = rdmx_conn_establish(
+				lst->ctx, fd, true, &res, attr,
+				rdmx_deadline(
+					(int)lst->ctx->cfg.handshake_timeout_ms),
+				conn_p);
 			if (st == RDMX_OK || st == RDMX_ERR_NOMEM)
 				return st;
 			rdmx_warn("refused %s: its connection could not be set "

@@ -66,9 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	shutdown(fds[1], SHUT_WR);
 	if (data[0] & 1)
-		rdmx_hs_server(ctx, fds[0], "fuzz", ~0ull, &res);
+		rdmx_hs_server(ctx, fds[0], "fuzz", ~0ull, 0, &res);
 	else
-		rdmx_hs_client(ctx, fds[0], "fuzz", ~0ull, &res);
+		rdmx_hs_client(ctx, fds[0], "fuzz", ~0ull, 0, &res);
 	close(fds[0]);
 	close(fds[1]);
 	return 0;

@@ -31,7 +31,7 @@ static void test_handshake_welcome_transport_out_of_range(void **state)
 		socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
 	n = rdmx_hs_encode(&w, buf);
 	assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
-	assert_int_equal(rdmx_hs_client(ctx, fds[0], "evil", ~0ull, &res),
+	assert_int_equal(rdmx_hs_client(ctx, fds[0], "evil", ~0ull, 0, &res),
 			 RDMX_ERR_PROTOCOL);
 	close(fds[0]);
 	close(fds[1]);

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: the handshake: pre-shared keys, and peers that are not rdmx. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -173,9 +176,9 @@ static void *hs_run(void *arg)
 	struct hs_side *h = arg;
 	struct rdmx_hs_result res;
 
-	h->st = h->server ? rdmx_hs_server(h->s->ctx, h->fd, "client", ~0ull,
+	h->st = h->server ? rdmx_hs_server(h->s->ctx, h->fd, "client", ~0ull, 0,
 					   &res)
-			  : rdmx_hs_client(h->s->ctx, h->fd, "server", ~0ull,
+			  : rdmx_hs_client(h->s->ctx, h->fd, "server", ~0ull, 0,
 					   &res);
 	shutdown(h->fd, SHUT_RDWR);
 	return NULL;
@@ -303,6 +306,119 @@ static void test_handshake_stranger_gets_no_proof(void **state)
 	side_close(&s);
 }
 
+/* A TCP listener that accepts and never says a word. */
+static int silent_server(int *port_p)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port_p = ntohs(a.sin_port);
+	return fd;
+}
+
+/*
+ * rdmx_connect's timeout bounds the whole call: against a server that
+ * accepts and says nothing, 300 ms returns in about 300 ms (it took the
+ * handshake's own 5 s), and a timeout longer than conn.handshake_timeout
+ * is not cut to it.
+ */
+static void test_connect_timeout_bounds_the_call(void **state)
+{
+	struct side c;
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn *conn = NULL;
+	char addr[32];
+	double t0, took;
+	int port, lfd;
+
+	(void)state;
+	side_open_with(&c, "RDMX_CONN_HANDSHAKE_TIMEOUT", "1s");
+	attr = (struct rdmx_conn_attr){ .cq = c.cq };
+	lfd = silent_server(&port);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	t0 = now_s();
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 300, &conn),
+			 RDMX_ERR_TIMEOUT);
+	took = now_s() - t0;
+	print_message("300 ms connect to a silent server: %.0f ms\n",
+		      took * 1000);
+	assert_true(took >= 0.29 && took < 0.29 + 0.5 * time_scale());
+	t0 = now_s();
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 1800, &conn),
+			 RDMX_ERR_TIMEOUT);
+	took = now_s() - t0;
+	print_message("1800 ms connect, handshake_timeout 1 s: %.0f ms\n",
+		      took * 1000);
+	assert_true(took >= 1.79 && took < 1.79 + 0.5 * time_scale());
+	close(lfd);
+	side_close(&c);
+}
+
+/*
+ * A client that gives up after the server's last handshake message (its
+ * connect timed out) is no connection on the server either: rdmx_accept
+ * does not return one for it, and serves the next client.
+ */
+static void test_accept_needs_the_clients_confirmation(void **state)
+{
+	struct side s, c = keyed(NULL);
+	struct rdmx_conn_attr attr = { .cq = c.cq };
+	struct rdmx_conn *conn = NULL;
+	struct acc a = { .s = &s, .timeout = 1500 };
+	struct rdmx_hs_msg m = { .version = RDMX_HS_VERSION,
+				 .type = RDMX_HS_HELLO,
+				 .transports = 1u << RDMX_TRANSPORT_TCP },
+			   g;
+	uint8_t buf[RDMX_HS_HDR_LEN + RDMX_HS_MAX_BODY];
+	char addr[32];
+	size_t n, blen;
+	int fd;
+
+	(void)state;
+	side_open(&s);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", side_listen(&s, &a.lst));
+	acc_start(&a); /* handshakes run while someone accepts */
+	assert_int_equal(rdmx_sock_connect(addr, "", 1000, &fd), RDMX_OK);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	n = rdmx_hs_encode(&m, buf);
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
+	read_all(fd, buf, RDMX_HS_HDR_LEN);
+	assert_int_equal(rdmx_hs_decode_hdr(buf, RDMX_HS_HDR_LEN, &g, &blen),
+			 RDMX_OK);
+	assert_int_equal(g.type, RDMX_HS_WELCOME);
+	read_all(fd, buf, blen);
+	m = (struct rdmx_hs_msg){ .version = RDMX_HS_VERSION,
+				  .type = RDMX_HS_AUTH };
+	n = rdmx_hs_encode(&m, buf);
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
+	read_all(fd, buf, RDMX_HS_HDR_LEN);
+	assert_int_equal(rdmx_hs_decode_hdr(buf, RDMX_HS_HDR_LEN, &g, &blen),
+			 RDMX_OK);
+	assert_int_equal(g.type, RDMX_HS_RESULT);
+	read_all(fd, buf, blen);
+	close(fd); /* gave up: no CONFIRM */
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_ERR_TIMEOUT);
+	/* The next client is served. */
+	a.timeout = 0;
+	acc_start(&a);
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn),
+			 RDMX_OK);
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	rdmx_conn_close(conn);
+	rdmx_conn_close(a.conn);
+	rdmx_listener_close(a.lst);
+	side_close(&c);
+	side_close(&s);
+}
+
 /* auth.allowed_peers: a peer outside the list is closed before anything. */
 static void test_listen_allowed_peers(void **state)
 {
@@ -358,6 +474,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_handshake_stranger_gets_no_proof,
 					  cleanup),
 		cmocka_unit_test_teardown(test_listen_allowed_peers, cleanup),
+		cmocka_unit_test_teardown(test_connect_timeout_bounds_the_call,
+					  cleanup),
+		cmocka_unit_test_teardown(
+			test_accept_needs_the_clients_confirmation, cleanup),
 	};
 
 	return cmocka_run_group_tests_name("handshake", tests, NULL, NULL);

@@ -101,7 +101,7 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 	assert_int_equal(rdmx_sock_connect(addr, NULL, T_TIMEOUT_MS, &fd),
 			 RDMX_OK);
 	assert_int_equal(rdmx_hs_client(c.ctx, fd, "server",
-					1ull << RDMX_TRANSPORT_VERBS, &res),
+					1ull << RDMX_TRANSPORT_VERBS, 0, &res),
 			 RDMX_OK);
 	assert_int_equal(res.transport, RDMX_TRANSPORT_VERBS);
 	rdmx_verbs_setup_pack(&mine, b);

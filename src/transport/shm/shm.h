@@ -26,6 +26,7 @@ extern const struct rdmx_sw_pipe rdmx_shm_pipe;
 
 /* shm_conn.c: set up both rings over the control socket. */
 rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
+				uint64_t deadline,
 				struct rdmx_shm_pipe **pipe_p);
 /*
  * What a peer hands over, checked before use: a memfd sealed against

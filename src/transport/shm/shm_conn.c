@@ -440,10 +440,9 @@ static rdmx_status rdmx_shm_exchange(struct rdmx_shm_pipe *p, bool accepting,
 }
 
 rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
+				uint64_t deadline,
 				struct rdmx_shm_pipe **pipe_p)
 {
-	uint64_t deadline =
-		rdmx_now_us() + ctx->cfg.handshake_timeout_ms * 1000;
 	struct rdmx_shm_pipe *p;
 	rdmx_status st = RDMX_ERR_SYSTEM;
 	uint64_t size = 4096;

@@ -19,13 +19,14 @@ static rdmx_status rdmx_shm_open(struct rdmx_ctx *ctx, void **priv_p)
 /* Map both rings over the control socket, which stays as liveness. */
 static rdmx_status rdmx_shm_conn_create(void *priv, int fd, bool accepting,
 					const struct rdmx_conn_attr *attr,
+					uint64_t deadline,
 					struct rdmx_conn **conn_p)
 {
 	struct rdmx_sw_ctx *e = priv;
 	struct rdmx_shm_pipe *p;
 	rdmx_status st;
 
-	st = rdmx_shm_pipe_setup(e->ctx, fd, accepting, &p);
+	st = rdmx_shm_pipe_setup(e->ctx, fd, accepting, deadline, &p);
 	if (st)
 		return st;
 	return rdmx_sw_conn_create(e, p->door, p->ctl, p, attr, conn_p);

@@ -16,12 +16,14 @@ static rdmx_status rdmx_tcp_open(struct rdmx_ctx *ctx, void **priv_p)
 /* The control socket, past its handshake, is the data path. */
 static rdmx_status rdmx_tcp_conn_create(void *priv, int fd, bool accepting,
 					const struct rdmx_conn_attr *attr,
+					uint64_t deadline,
 					struct rdmx_conn **conn_p)
 {
 	const struct rdmx_config *cfg = &((struct rdmx_sw_ctx *)priv)->ctx->cfg;
 	int snd = (int)cfg->tcp_send_buffer, rcv = (int)cfg->tcp_recv_buffer;
 
 	(void)accepting;
+	(void)deadline; /* nothing to wait for: the socket is the path */
 	if (snd && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd)))
 		rdmx_warn("tcp: SO_SNDBUF %d: %m", snd);
 	if (rcv && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv)))

@@ -166,6 +166,7 @@ void rdmx_verbs_wake(struct rdmx_verbs_ctx *v);
 /* verbs_conn.c */
 rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
+				   uint64_t deadline,
 				   struct rdmx_conn **conn_p);
 void rdmx_verbs_conn_close(struct rdmx_conn *conn);
 rdmx_status rdmx_verbs_conn_check(struct rdmx_conn *conn);

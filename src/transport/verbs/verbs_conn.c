@@ -684,11 +684,9 @@ static rdmx_status rdmx_verbs_credits(struct rdmx_verbs_conn *c,
 
 rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
-				   struct rdmx_conn **conn_p)
+				   uint64_t deadline, struct rdmx_conn **conn_p)
 {
 	struct rdmx_verbs_ctx *v = priv;
-	uint64_t deadline =
-		rdmx_now_us() + v->ctx->cfg.handshake_timeout_ms * 1000;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct rdmx_verbs_setup mine = { 0 }, theirs;
 	struct rdmx_verbs_conn *c;
