@@ -161,7 +161,10 @@ struct rdmx_remote {
  * rdmx_mr_reg - register [addr, addr + length) for the accesses in @access
  * (enum rdmx_access bits). The memory stays owned by the caller and must stay
  * valid until rdmx_mr_dereg() returns. REMOTE_WRITE and REMOTE_ATOMIC need
- * LOCAL_WRITE, as in verbs. Errors: RDMX_ERR_INVALID, RDMX_ERR_NOMEM.
+ * LOCAL_WRITE, as in verbs. Errors: RDMX_ERR_INVALID (NULL arguments,
+ * unknown access bits, a range that is not all mapped memory; logged) and
+ * RDMX_ERR_NOMEM (out of memory, or the locked-memory limit on verbs:
+ * ulimit -l), the same on every transport.
  */
 rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 			unsigned access, struct rdmx_mr **mr_p);
@@ -304,9 +307,13 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
  * its own; each step then waits at most conn.handshake_timeout for a
  * silent server). A server's rdmx_accept returns a connection only for a
  * client that finished its handshake, so a client that timed out is no
- * connection on the server either. Errors: RDMX_ERR_CONN_REFUSED,
- * RDMX_ERR_UNREACHABLE, RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH,
- * RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT.
+ * connection on the server either. @addr is "host:port", "[v6addr]:port",
+ * "host" (port 18515), ":port" (this host) or "@NAME". Errors:
+ * RDMX_ERR_INVALID (a malformed address, NULL arguments; logged),
+ * RDMX_ERR_CONN_REFUSED, RDMX_ERR_UNREACHABLE, RDMX_ERR_TIMEOUT,
+ * RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT, and
+ * RDMX_ERR_CONN_LOST (the server closed during the handshake: it refused
+ * this client, see its log).
  * "@NAME" asks the context's resolver (rdmx_ctx_set_resolver) first: its
  * errors, or RDMX_ERR_INVALID when the context has none.
  */

@@ -67,7 +67,7 @@ if why=$(tests/vm/vm.sh check 2>&1); then
 	# One boot for the conformance suite, one for the rest.
 	vm_fail=0
 	tests/vm/vm.sh run tests/vm/suite.sh build conformance sendrecv rma stats srq verbs_cm page kv \
-		atomic access peer_death conns progress || vm_fail=1
+		atomic access peer_death conns progress errors || vm_fail=1
 	tests/vm/vm.sh run tests/vm/suite.sh build extras || vm_fail=1
 	[ $vm_fail -eq 0 ] || { echo "verbs suite in the guest FAILED"; exit 1; }
 else

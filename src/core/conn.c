@@ -75,8 +75,13 @@ rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 		       const struct rdmx_conn_attr *attr, void *out)
 {
-	if (!ctx || !attr || !out)
+	if (!ctx || !attr || !out) {
+		rdmx_error("connect/accept: NULL %s",
+			   !ctx	   ? "context"
+			   : !attr ? "attr"
+				   : "output pointer");
 		return false;
+	}
 	if (!attr->cq || attr->cq->ctx != ctx) {
 		rdmx_error("connection attr needs a cq of the same context");
 		return false;
@@ -101,7 +106,9 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 	rdmx_status st;
 	int fd;
 
-	if (!addr || !rdmx_conn_attr_ok(ctx, attr, conn_p))
+	if (!addr)
+		return rdmx_invalid("rdmx_connect", "NULL address");
+	if (!rdmx_conn_attr_ok(ctx, attr, conn_p))
 		return RDMX_ERR_INVALID;
 	if (*addr == '@') {
 		st = rdmx_ctx_resolve(ctx, addr + 1, named, sizeof(named));
@@ -161,7 +168,7 @@ void rdmx_conn_info(const struct rdmx_conn *conn, struct rdmx_conn_info *info_p)
 rdmx_status rdmx_conn_check(const struct rdmx_conn *conn)
 {
 	if (!conn)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_conn_check", "NULL connection");
 	return conn->ops->conn_check((struct rdmx_conn *)conn);
 }
 
@@ -237,7 +244,8 @@ rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	rdmx_status st;
 
 	if (!conn || !wr)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_post", "NULL %s",
+				    !conn ? "connection" : "work request");
 	st = rdmx_wr_check(conn, wr, &total);
 	if (st)
 		return st;
@@ -259,7 +267,9 @@ rdmx_status rdmx_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 	uint64_t total;
 
 	if (!conn || n < 0 || (n && !wrs))
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_post_list",
+				    "NULL connection, or %d requests at %p", n,
+				    (const void *)wrs);
 	/* The good prefix goes; the first bad request stops the list. */
 	while (valid < n && !(bad = rdmx_wr_check(conn, &wrs[valid], &total))) {
 		tally.ops[wrs[valid].opcode]++;
@@ -288,7 +298,7 @@ rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	rdmx_status st;
 
 	if (!conn)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_post_recv", "NULL connection");
 	if (conn->srq) {
 		rdmx_error("rdmx_post_recv: the connection to %s takes its "
 			   "RECVs from a srq; use rdmx_srq_post_recv",

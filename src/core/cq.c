@@ -15,7 +15,8 @@ rdmx_status rdmx_cq_create(struct rdmx_ctx *ctx, struct rdmx_cq **cq_p)
 	struct rdmx_cq *cq;
 
 	if (!ctx || !cq_p)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_cq_create", "NULL %s",
+				    !ctx ? "context" : "output pointer");
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return RDMX_ERR_NOMEM;
@@ -141,7 +142,10 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	int n;
 
 	if (!cq || !wc || max < 0)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_poll", "%s",
+				    !cq	  ? "NULL cq"
+				    : !wc ? "NULL completion array"
+					  : "negative max");
 	n = rdmx_cq_take(cq, wc, max);
 	if (n)
 		return n;
@@ -196,7 +200,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 	uint64_t start = rdmx_now_us(), deadline, spin, now;
 
 	if (!cq)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_cq_wait", "NULL cq");
 	spin = cq->ctx->cfg.progress_use_event_channel
 		       ? cq->ctx->cfg.progress_wait_spin_us
 		       : UINT64_MAX; /* polling: never sleep */
@@ -230,7 +234,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 int rdmx_cq_fd(struct rdmx_cq *cq)
 {
 	if (!cq)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_cq_fd", "NULL cq");
 	pthread_mutex_lock(&cq->lock);
 	atomic_store_explicit(&cq->fd_exported, true, memory_order_relaxed);
 	rdmx_ctx_idle(cq->ctx);

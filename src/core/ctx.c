@@ -172,7 +172,7 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 	rdmx_status st;
 
 	if (!ctx_p)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_ctx_create", "NULL output pointer");
 	if (sodium_init() < 0) {
 		rdmx_error("libsodium failed to initialize");
 		return RDMX_ERR_SYSTEM;

@@ -92,7 +92,10 @@ rdmx_status rdmx_listen(struct rdmx_ctx *ctx, const char *addr,
 	rdmx_status st = RDMX_ERR_NOMEM;
 
 	if (!ctx || !addr || !lst_p)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_listen", "NULL %s",
+				    !ctx    ? "context"
+				    : !addr ? "address"
+					    : "output pointer");
 	lst = calloc(1, sizeof(*lst));
 	if (!lst)
 		return RDMX_ERR_NOMEM;
@@ -313,7 +316,9 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 	rdmx_status st;
 	int fd, wait;
 
-	if (!lst || !rdmx_conn_attr_ok(lst->ctx, attr, conn_p))
+	if (!lst)
+		return rdmx_invalid("rdmx_accept", "NULL listener");
+	if (!rdmx_conn_attr_ok(lst->ctx, attr, conn_p))
 		return RDMX_ERR_INVALID;
 	allow = rdmx_conn_attr_transports(attr);
 	pthread_mutex_lock(&lst->lock);

@@ -28,4 +28,11 @@ extern _Atomic int rdmx_log_level;
 #define rdmx_info(...) rdmx_log_at(RDMX_LOG_INFO, __VA_ARGS__)
 #define rdmx_debug(...) rdmx_log_at(RDMX_LOG_DEBUG, __VA_ARGS__)
 
+/*
+ * A public call refuses an argument: "@call: @why" in the log, as the
+ * header promises for RDMX_ERR_INVALID; returns RDMX_ERR_INVALID.
+ */
+#define rdmx_invalid(call, ...)                                                \
+	(rdmx_log(RDMX_LOG_ERROR, call ": " __VA_ARGS__), RDMX_ERR_INVALID)
+
 #endif

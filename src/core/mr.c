@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bytes.h"
 #include "core.h"
@@ -57,6 +61,23 @@ static void rdmx_mr_dereg_hw(struct rdmx_ctx *ctx, struct rdmx_mr *mr)
 	}
 }
 
+/*
+ * Is [addr, addr + length) mapped, every page of it? The same answer on
+ * every transport (a NIC's registration would fail on a hole, a software
+ * one would not until a peer touched it). msync walks the mappings and
+ * says ENOMEM at a hole; with MS_ASYNC it writes nothing back.
+ */
+static bool rdmx_mr_mapped(const void *addr, size_t length)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)addr & ~(pg - 1);
+
+	if (!length)
+		return true;
+	return !msync((void *)a, (uintptr_t)addr + length - a, MS_ASYNC) ||
+	       errno != ENOMEM;
+}
+
 rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 			unsigned access, struct rdmx_mr **mr_p)
 {
@@ -64,8 +85,16 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 	rdmx_status st;
 	uint32_t rkey;
 
-	if (!ctx || !mr_p || (!addr && length) || (access & ~RDMX_ACCESS_ALL))
-		return RDMX_ERR_INVALID;
+	if (!ctx || !mr_p)
+		return rdmx_invalid("rdmx_mr_reg", "NULL %s",
+				    !ctx ? "context" : "output pointer");
+	if (!addr && length)
+		return rdmx_invalid("rdmx_mr_reg", "NULL address, %zu bytes",
+				    length);
+	if (access & ~RDMX_ACCESS_ALL)
+		return rdmx_invalid("rdmx_mr_reg",
+				    "unknown access bits 0x%x (RDMX_ACCESS_*)",
+				    access & ~RDMX_ACCESS_ALL);
 	if ((access & (RDMX_ACCESS_REMOTE_WRITE | RDMX_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & RDMX_ACCESS_LOCAL_WRITE)) {
 		rdmx_error("rdmx_mr_reg: remote write and atomic access need "
@@ -73,7 +102,13 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 		return RDMX_ERR_INVALID;
 	}
 	if ((uintptr_t)addr + length < (uintptr_t)addr)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_mr_reg",
+				    "%p + %zu bytes wraps the address space",
+				    addr, length);
+	if (!rdmx_mr_mapped(addr, length))
+		return rdmx_invalid("rdmx_mr_reg",
+				    "%p + %zu bytes is not all mapped memory",
+				    addr, length);
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return RDMX_ERR_NOMEM;
@@ -242,7 +277,11 @@ rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
 
 	if (!buf || len < RDMX_REMOTE_PACKED_LEN ||
 	    rdmx_get_be(p + 20, 4) != RDMX_REMOTE_PACK_VERSION)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid(
+			"rdmx_remote_unpack",
+			"%zu bytes that are not a packed descriptor "
+			"(%d bytes from rdmx_remote_pack)",
+			len, RDMX_REMOTE_PACKED_LEN);
 	remote_p->addr = rdmx_get_be(p, 8);
 	remote_p->length = rdmx_get_be(p + 8, 8);
 	remote_p->rkey = (uint32_t)rdmx_get_be(p + 16, 4);

@@ -48,7 +48,10 @@ rdmx_status rdmx_srq_create(struct rdmx_ctx *ctx,
 	rdmx_status st;
 
 	if (!ctx || !attr || !srq_p)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_srq_create", "NULL %s",
+				    !ctx    ? "context"
+				    : !attr ? "attr"
+					    : "output pointer");
 	if (!attr->cq || attr->cq->ctx != ctx) {
 		rdmx_error("rdmx_srq_create: attr needs a cq of the same "
 			   "context");
@@ -109,7 +112,7 @@ rdmx_status rdmx_srq_post_recv(struct rdmx_srq *srq, const struct rdmx_sge *sg,
 	rdmx_status st;
 
 	if (!srq)
-		return RDMX_ERR_INVALID;
+		return rdmx_invalid("rdmx_srq_post_recv", "NULL srq");
 	st = rdmx_recv_check(srq->ctx, sg, num_sge);
 	if (st)
 		return st;
