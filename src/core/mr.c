@@ -64,18 +64,25 @@ static void rdmx_mr_dereg_hw(struct rdmx_ctx *ctx, struct rdmx_mr *mr)
 /*
  * Is [addr, addr + length) mapped, every page of it? The same answer on
  * every transport (a NIC's registration would fail on a hole, a software
- * one would not until a peer touched it). msync walks the mappings and
- * says ENOMEM at a hole; with MS_ASYNC it writes nothing back.
+ * one would not until a peer touched it). mincore says ENOMEM at a hole;
+ * it is asked 16 MiB at a time, so its vector stays small.
  */
 static bool rdmx_mr_mapped(const void *addr, size_t length)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t a = (uintptr_t)addr & ~(pg - 1);
+	uintptr_t end = (uintptr_t)addr + length;
+	unsigned char vec[4096];
 
-	if (!length)
-		return true;
-	return !msync((void *)a, (uintptr_t)addr + length - a, MS_ASYNC) ||
-	       errno != ENOMEM;
+	while (length && a < end) {
+		uintptr_t n = end - a < sizeof(vec) * pg ? end - a
+							 : sizeof(vec) * pg;
+
+		if (mincore((void *)a, n, vec) && errno == ENOMEM)
+			return false;
+		a += n;
+	}
+	return true;
 }
 
 rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
