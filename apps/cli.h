@@ -137,7 +137,7 @@ static inline uint64_t cli_get64(const uint8_t *p)
 	return v;
 }
 
-/* ---- --metrics ADDR:PORT (metrics.c) ------------------------------------ */
+/* ---- --metrics [ADDR:]PORT (metrics.c) ---------------------------------- */
 
 /* cli_serve's session results, read by the metrics thread (atomics). */
 struct cli_counts {

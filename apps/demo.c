@@ -401,8 +401,10 @@ static void demo_usage(FILE *f)
 		"      --max-size N  server: the largest message or read window a\n"
 		"                    client may ask for (default 64m)\n"
 		"      --no-header   client: print the result row only\n"
-		"      --metrics ADDR:PORT  serve Prometheus /metrics and JSON\n"
-		"                    /status there (\":0\": any port, printed)\n"
+		"      --metrics [ADDR:]PORT  serve Prometheus /metrics and JSON\n"
+		"                    /status there: the loopback unless ADDR is\n"
+		"                    named (0: any port, printed); 32\n"
+		"                    connections, 8 per address, 5 s idle\n"
 		"  -h, --help        this text\n");
 }
 

@@ -355,7 +355,8 @@ static void lambda_usage(FILE *f)
 		"common options:\n"
 		"  -c, --config FILE     YAML configuration (default: $RDMX_CONFIG)\n"
 		"      --once            server: exit after one client\n"
-		"      --metrics ADDR:PORT  Prometheus /metrics, JSON /status\n"
+		"      --metrics [ADDR:]PORT  Prometheus /metrics, JSON /status\n"
+		"                        (the loopback unless ADDR is named)\n"
 		"  -h, --help            this text\n"
 		"Examples: examples/lambda/*.lua, examples/native/*.c\n");
 }

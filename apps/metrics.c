@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * --metrics ADDR:PORT: an HTTP endpoint (libmicrohttpd, its own thread)
+ * --metrics [ADDR:]PORT: an HTTP endpoint (libmicrohttpd, its own thread)
  * serving the session context's counters as Prometheus text on /metrics
- * and as JSON on /status.
+ * and as JSON on /status. The loopback unless an address is named; few
+ * connections, each timed out, so that it cannot hurt the server.
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -214,29 +215,36 @@ static enum MHD_Result cli_metrics_answer(void *cls, struct MHD_Connection *c,
 }
 
 /*
- * "HOST:PORT" or ":PORT" (all addresses) into an IPv4 address, split by the
- * library's parser. The port is required: the default one is the server's.
+ * "HOST:PORT" into an IPv4 address, split by the library's parser; "PORT"
+ * or ":PORT" is the loopback: to listen wider, name the address
+ * ("0.0.0.0:9100"). The port is required: the default one is the server's.
  */
 static bool cli_metrics_parse(const char *arg, struct sockaddr_in *sa)
 {
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_flags = AI_PASSIVE },
-			*res;
+	struct addrinfo hints = { .ai_family = AF_INET }, *res;
 	char host[256], port[16];
+	bool digits = *arg && strspn(arg, "0123456789") == strlen(arg);
 
-	if (!strchr(arg, ':') ||
+	if ((!digits && !strchr(arg, ':')) ||
 	    rdmx_addr_split(arg, host, sizeof(host), port, sizeof(port)) ||
-	    getaddrinfo(*host ? host : NULL, port, &hints, &res))
+	    getaddrinfo(*host ? host : "127.0.0.1", port, &hints, &res))
 		return false;
 	memcpy(sa, res->ai_addr, sizeof(*sa));
 	freeaddrinfo(res);
 	return true;
 }
 
+/* The endpoint's bounds (rdmx(1) says them). */
+#define CLI_METRICS_MAX_CONNS 32
+#define CLI_METRICS_MAX_PER_IP 8
+#define CLI_METRICS_TIMEOUT_S 5
+
 bool cli_metrics_option(const char *cmd, const char *arg)
 {
 	if (!cli_metrics_parse(arg, &cli_metrics_sa)) {
-		cli_fail(cmd, "--metrics expects ADDR:PORT or :PORT, not '%s'",
+		cli_fail(cmd,
+			 "--metrics expects PORT (loopback) or ADDR:PORT, not "
+			 "'%s'",
 			 arg);
 		return false;
 	}
@@ -261,9 +269,22 @@ rdmx_status cli_metrics_start(struct rdmx_ctx *ctx, struct cli_metrics **m_p)
 		return RDMX_ERR_NOMEM;
 	m->ctx = ctx;
 	m->start_us = cli_now_us();
-	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
-				cli_metrics_answer, m, MHD_OPTION_SOCK_ADDR,
-				(const struct sockaddr *)sa, MHD_OPTION_END);
+	/*
+	 * Bounded, so that scrapers (or a slowloris) cannot take the fds or
+	 * the threads the rdmx server needs: a few connections, a few per
+	 * address, each ended after CLI_METRICS_TIMEOUT_S of silence. One
+	 * polling thread serves them all.
+	 */
+	m->d = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
+		cli_metrics_answer, m, MHD_OPTION_SOCK_ADDR,
+		(const struct sockaddr *)sa, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)CLI_METRICS_MAX_CONNS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)CLI_METRICS_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)CLI_METRICS_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+		MHD_OPTION_END);
 	if (!m->d) {
 		free(m);
 		cli_fail(cli_metrics_cmd,

@@ -160,9 +160,47 @@ else
 	bad "bench --metrics /status"
 	cat "$tmp/status" "$tmp/nope"
 fi
+# A slowloris on the endpoint: 200 requests never finished. The server
+# holds a bounded number of them (fds), serves a bench run meanwhile, and
+# a scrape succeeds once they are gone.
+fds=()
+trap '' PIPE # connections past the limit are closed under our writes
+for _ in $(seq 200); do
+	exec {fd}<>"/dev/tcp/127.0.0.1/$mport" 2>/dev/null || continue
+	printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n' >&$fd 2>/dev/null
+	fds+=("$fd")
+done
+held=$(ls "/proc/$server/fd" | wc -l)
+if "$rdmx" bench "127.0.0.1:$port" --op send -n 200 -s 64 >/dev/null 2>&1; then
+	bench_ok=1
+else
+	bench_ok=0
+fi
+for fd in "${fds[@]}"; do exec {fd}>&-; done
+trap - PIPE
+scraped=0
+for _ in $(seq 100); do
+	http_get "$mport" /metrics 2>/dev/null | head -1 | grep -q "200 OK" &&
+		{ scraped=1; break; }
+	sleep 0.1
+done
+if [ "$bench_ok" = 1 ] && [ "$held" -lt 100 ] && [ "$scraped" = 1 ]; then
+	ok "metrics under a slowloris of ${#fds[@]}: server holds $held fds, serves a bench run, scrapes come back"
+else
+	bad "metrics slowloris (bench ok $bench_ok, server fds $held of ${#fds[@]} opened, scrape $scraped)"
+fi
 kill -TERM "$server"
 wait "$server"
-one_line "bad metrics address" "--metrics expects ADDR:PORT" "$rdmx" bench :0 --metrics nowhere
+# A port alone listens on the loopback only.
+start "$rdmx" bench :0 --metrics 0 || exit 1
+if grep -q "metrics on http://127.0.0.1:[0-9]*/metrics" "$tmp/server"; then
+	ok "--metrics PORT: the loopback only"
+else
+	bad "--metrics PORT: $(cat "$tmp/server")"
+fi
+kill -TERM "$server"
+wait "$server"
+one_line "bad metrics address" "--metrics expects PORT (loopback) or ADDR:PORT" "$rdmx" bench :0 --metrics nowhere
 one_line "bad transport" "--transport is auto, verbs, shm or tcp" "$rdmx" bench :0 --transport ib
 
 # tcp.send_buffer / tcp.recv_buffer size the server's connection socket
