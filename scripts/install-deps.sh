@@ -12,6 +12,7 @@ pkgs=(
 	iproute2                           # network-namespace tests
 	valgrind                           # leak check of a server's shutdown
 	liblua5.4-dev                      # lambda demo: sandboxed Lua 5.4
+	libseccomp-dev                     # lambda demo: the child's syscall filter
 	libmicrohttpd-dev                  # --metrics: Prometheus endpoint
 	redis-tools                        # redis-cli against rdmx kv --resp-port
 	libcurl4-openssl-dev libjson-c-dev # registry: etcd's HTTP/JSON gateway

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -158,6 +164,24 @@ static void lambda_hook(lua_State *L, lua_Debug *ar)
 			      c->lim->time_ms);
 }
 
+/*
+ * setmetatable without finalizers: the VM runs __gc with its hooks off, so
+ * a finalizer would run outside the instruction budget. A metatable that
+ * has __gc when it is set is refused; one given __gc later is never
+ * marked for finalization (Lua 5.4), so that is all it takes.
+ */
+static int lambda_setmetatable(lua_State *L)
+{
+	if (lua_type(L, 2) == LUA_TTABLE &&
+	    lua_getfield(L, 2, "__gc") != LUA_TNIL)
+		return luaL_error(L, "__gc finalizers do not run in a lambda");
+	lua_settop(L, 2);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, 2, 1);
+	return 1;
+}
+
 /* Only what cannot reach outside the state: no io, os, package, debug. */
 static void lambda_open_sandbox(lua_State *L)
 {
@@ -187,6 +211,132 @@ static void lambda_open_sandbox(lua_State *L)
 	lua_pushnil(L);
 	lua_setfield(L, -2, "dump");
 	lua_pop(L, 1);
+	lua_getglobal(L, "setmetatable");
+	lua_pushcclosure(L, lambda_setmetatable, 1);
+	lua_setglobal(L, "setmetatable");
+}
+
+/* ---- the child's confinement -------------------------------------------- */
+
+/* The answer pipe's number in the child; 0-2 are /dev/null. */
+#define LAMBDA_CHILD_FD 3
+
+static void lambda_limit(int what, rlim_t v)
+{
+	struct rlimit r = { v, v };
+
+	setrlimit(what, &r);
+}
+
+/* The address space the child has now, from /proc/self/statm. */
+static uint64_t lambda_vm_bytes(void)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * The syscalls a call may make: memory for the Lua state (no executable
+ * mappings), the answer on its pipe, the clock, leaving. Anything else
+ * kills the process (SIGSYS), which the parent reports.
+ */
+static int lambda_filter(void)
+{
+	static const int allowed[] = {
+		SCMP_SYS(brk),
+		SCMP_SYS(munmap),
+		SCMP_SYS(mremap),
+		SCMP_SYS(madvise),
+		SCMP_SYS(exit),
+		SCMP_SYS(exit_group),
+		SCMP_SYS(rt_sigreturn),
+		SCMP_SYS(rt_sigprocmask),
+		SCMP_SYS(sigaltstack),
+		SCMP_SYS(clock_gettime),
+		SCMP_SYS(gettimeofday),
+		SCMP_SYS(time),
+		SCMP_SYS(getpid),
+		SCMP_SYS(gettid),
+		SCMP_SYS(futex),
+		SCMP_SYS(sched_yield),
+		SCMP_SYS(getrandom),
+		SCMP_SYS(nanosleep),
+		SCMP_SYS(clock_nanosleep),
+	};
+	scmp_filter_ctx f = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	int rc = f ? 0 : -1;
+
+	for (size_t i = 0; !rc && i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, allowed[i], 0);
+	/* The answer, and stderr (/dev/null) for a sanitizer's report. */
+	if (!rc)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(write), 1,
+				      SCMP_A0(SCMP_CMP_EQ, LAMBDA_CHILD_FD));
+	if (!rc)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(write), 1,
+				      SCMP_A0(SCMP_CMP_EQ, 2));
+	/* Memory, never executable. */
+	if (!rc)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC,
+					      0));
+	if (!rc)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC,
+					      0));
+	/* abort() signals itself, and only itself. */
+	if (!rc)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+				      SCMP_A0(SCMP_CMP_EQ,
+					      (scmp_datum_t)getpid()));
+	if (!rc)
+		rc = seccomp_load(f);
+	if (f)
+		seccomp_release(f);
+	return rc;
+}
+
+/*
+ * In the child, before any shipped code runs: nothing inherited but the
+ * answer pipe (as LAMBDA_CHILD_FD) and /dev/null, no new privileges,
+ * limits on address space, CPU time, files, processes and core dumps,
+ * then the filter. A confinement that fails ends the call.
+ */
+static void lambda_confine(struct lambda_child *c)
+{
+	const struct lambda_limits *lim = c->lim;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	uint64_t vm = lambda_vm_bytes();
+
+	if (null < 0 || dup2(c->fd, LAMBDA_CHILD_FD) < 0)
+		_exit(126);
+	c->fd = LAMBDA_CHILD_FD;
+	for (int i = 0; i < 3; i++)
+		dup2(null, i);
+	if (close_range(LAMBDA_CHILD_FD + 1, ~0u, 0))
+		for (int i = LAMBDA_CHILD_FD + 1; i < 65536; i++)
+			close(i);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		lambda_replyf(c->fd, LAMBDA_CRASHED, "no_new_privs: %s",
+			      strerror(errno));
+	/* What it has, the Lua cap, and room for the C library. */
+	if (vm)
+		lambda_limit(RLIMIT_AS, vm + lim->memory + (64u << 20));
+	lambda_limit(RLIMIT_CPU, lim->time_ms / 1000 + 1);
+	lambda_limit(RLIMIT_CORE, 0);
+	lambda_limit(RLIMIT_NPROC, 0);
+	lambda_limit(RLIMIT_NOFILE, LAMBDA_CHILD_FD + 1);
+	lambda_limit(RLIMIT_FSIZE, 0);
+	if (lambda_filter())
+		lambda_replyf(c->fd, LAMBDA_CRASHED,
+			      "cannot load the syscall filter");
 }
 
 static const char *lambda_lua_msg(lua_State *L)
@@ -258,9 +408,56 @@ static _Noreturn void lambda_child_native(struct lambda_child *c,
 
 /* ---- native functions --------------------------------------------------- */
 
-static bool lambda_others_write(const struct stat *sb)
+/*
+ * What the server loads must be as trusted as the server: owned by its
+ * user or root, writable by no one else. @path is resolved first (every
+ * symlink on the way), and @sb gets what it names. false, with @why.
+ */
+static bool lambda_trusted(const char *path, struct stat *sb, char *why,
+			   size_t why_len)
 {
-	return sb->st_mode & (S_IWGRP | S_IWOTH);
+	char real[PATH_MAX];
+
+	if (!realpath(path, real) || stat(real, sb)) {
+		snprintf(why, why_len, "%s: %s", path, strerror(errno));
+		return false;
+	}
+	if (sb->st_uid != geteuid() && sb->st_uid != 0) {
+		snprintf(why, why_len,
+			 "%s%s%s is owned by uid %u; what the server loads "
+			 "must be its own user's (%u) or root's",
+			 path, strcmp(path, real) ? " -> " : "",
+			 strcmp(path, real) ? real : "", (unsigned)sb->st_uid,
+			 (unsigned)geteuid());
+		return false;
+	}
+	if (sb->st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, why_len,
+			 "%s%s%s is writable by others than its owner; an "
+			 "allowlist must not be",
+			 path, strcmp(path, real) ? " -> " : "",
+			 strcmp(path, real) ? real : "");
+		return false;
+	}
+	return true;
+}
+
+/* A library, resolved, and the directory it really lives in. */
+static bool lambda_trusted_lib(const char *path, char *why, size_t why_len)
+{
+	char real[PATH_MAX], *slash;
+	struct stat sb;
+
+	if (!lambda_trusted(path, &sb, why, why_len))
+		return false;
+	if (!S_ISREG(sb.st_mode)) {
+		snprintf(why, why_len, "%s is not a regular file", path);
+		return false;
+	}
+	if (!realpath(path, real) || !(slash = strrchr(real, '/')))
+		return false;
+	*(slash == real ? slash + 1 : slash) = '\0';
+	return lambda_trusted(real, &sb, why, why_len);
 }
 
 static int lambda_natives_load(struct lambda_natives *nat, DIR *d, char *why,
@@ -277,15 +474,10 @@ static int lambda_natives_load(struct lambda_natives *nat, DIR *d, char *why,
 		if (len < 4 || strcmp(e->d_name + len - 3, ".so"))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", nat->dir, e->d_name);
-		if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+		if (stat(path, &sb) || S_ISDIR(sb.st_mode))
 			continue;
-		if (lambda_others_write(&sb)) {
-			snprintf(why, why_len,
-				 "%s is writable by others than its owner; "
-				 "refusing to load it",
-				 path);
+		if (!lambda_trusted_lib(path, why, why_len))
 			return -1;
-		}
 		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
 			snprintf(why, why_len, "cannot load %s: %s", path,
@@ -317,20 +509,10 @@ int lambda_natives_open(const char *dir, struct lambda_natives **nat_p,
 		snprintf(why, why_len, "native directory name too long");
 		return -1;
 	}
-	if (stat(dir, &sb)) {
-		snprintf(why, why_len, "native directory %s: %s", dir,
-			 strerror(errno));
+	if (!lambda_trusted(dir, &sb, why, why_len))
 		return -1;
-	}
 	if (!S_ISDIR(sb.st_mode)) {
 		snprintf(why, why_len, "native directory %s: not a directory",
-			 dir);
-		return -1;
-	}
-	if (lambda_others_write(&sb)) {
-		snprintf(why, why_len,
-			 "native directory %s is writable by others than its "
-			 "owner; an allowlist must not be",
 			 dir);
 		return -1;
 	}
@@ -539,6 +721,7 @@ enum lambda_status lambda_run(const struct lambda_limits *lim,
 		close(fds[0]);
 		c.fd = fds[1];
 		c.deadline_ms = start + lim->time_ms;
+		lambda_confine(&c);
 		if (fn)
 			lambda_child_native(&c, fn, call);
 		lambda_child_lua(&c, call);

@@ -104,6 +104,9 @@ done
 stopped "bytecode" "attempt to load a binary chunk" -e "$(printf '\033Lua')"
 stopped "pcall cannot catch the budget" "instruction budget" \
 	-e 'for i = 1, 100 do pcall(function() while true do end end) end return "escaped"'
+stopped "a __gc finalizer, which would run outside the budget" \
+	"__gc finalizers do not run in a lambda" \
+	-e 'setmetatable({}, {__gc = function() while true do end end}) collectgarbage() return "x"'
 stopped "pcall cannot catch the memory cap" "memory cap" \
 	-e 'local t = {} for i = 1, 1e9 do pcall(function() t[i] = ("y"):rep(1e6) .. i end) end'
 stopped "coroutines share the budget" "instruction budget" \
@@ -127,19 +130,54 @@ server_done "server"
 # Native code that crashes, spins or exits takes only its own process.
 RDMX_LAMBDA_NATIVE_DIR=$misbehave RDMX_LAMBDA_TIME_LIMIT=1s \
 	start "$rdmx" demo lambda :0 || exit 1
-# A sanitizer's own SIGSEGV handler turns the signal into an exit code.
+# A sanitizer's own handlers (its SIGSEGV report, LeakSanitizer at exit)
+# make syscalls the child's filter forbids: they end in SIGSYS there.
 died="died of Segmentation fault"
-sanitized && died="exited ("
+quit="exited (3) without an answer"
+if sanitized; then
+	died="died of Bad system call"
+	quit="\(exited (3) without an answer\|died of Bad system call\)"
+fi
 stopped "native crash" "crashed): the lambda's process $died" --native crash
 stopped "native spin" "wall-clock limit of 1000 ms exceeded (the lambda's process was killed)" \
 	--native spin
-stopped "native exit" "crashed): the lambda's process exited (3) without an answer" --native quit
+stopped "native exit" "crashed): the lambda's process $quit" --native quit
+# Past the Lua sandbox, the process's: a syscall outside the filter kills
+# the call's process (SIGSYS), never the server.
+rm -f /tmp/rdmx-lambda-escaped
+for f in open socket fork exec; do
+	stopped "native $f" "crashed): the lambda's process died of Bad system call" \
+		--native "$f"
+done
+if [ -e /tmp/rdmx-lambda-escaped ]; then
+	bad "native exec ran a program"
+	rm -f /tmp/rdmx-lambda-escaped
+fi
 server_done "server with misbehaving natives"
 
 # The allowlist itself: a directory others may write to is refused.
 mkdir "$tmp/open" && chmod 777 "$tmp/open"
 RDMX_LAMBDA_NATIVE_DIR=$tmp/open one_line "writable native dir" \
 	"writable by others than its owner" "$rdmx" demo lambda :0
+# Symlinks are resolved and their targets checked the same way: a library
+# in a directory others may write to, or (as root) one another user owns,
+# is refused at start, before its constructor could run.
+lib=$(ls "$misbehave"/*.so | head -1)
+mkdir -p "$tmp/links" "$tmp/open/lib" && chmod 700 "$tmp/links"
+cp "$lib" "$tmp/open/lib/x.so"
+chmod 755 "$tmp/open/lib" && chmod 777 "$tmp/open"
+ln -sf "$tmp/open/lib/x.so" "$tmp/links/x.so"
+chmod 777 "$tmp/open/lib"
+RDMX_LAMBDA_NATIVE_DIR=$tmp/links one_line "symlink into a writable dir" \
+	"writable by others than its owner" "$rdmx" demo lambda :0
+if [ "$(id -u)" -eq 0 ]; then
+	mkdir -p "$tmp/theirs" && cp "$lib" "$tmp/theirs/y.so"
+	chown -R 65534 "$tmp/theirs"
+	rm -f "$tmp/links/x.so"
+	ln -s "$tmp/theirs/y.so" "$tmp/links/y.so"
+	RDMX_LAMBDA_NATIVE_DIR=$tmp/links one_line "symlink to another user's library" \
+		"is owned by uid 65534" "$rdmx" demo lambda :0
+fi
 if RDMX_LAMBDA_TIME_LIMIT=0s run "bad limit" 1 "$rdmx" demo lambda :0 &&
 	grep -q "invalid value '0s' for lambda.time_limit" "$tmp/err"; then
 	ok "bad input: an invalid limit names its key and fails"
