@@ -79,7 +79,12 @@ void cli_publish(struct rdmx_ctx *ctx, const char *cmd, const char *name,
 	memcpy(e.payload, payload, len);
 	e.payload_len = len;
 	st = rdmx_registry_publish(reg, &e, 0);
-	if (st)
+	if (st == RDMX_ERR_UNREACHABLE)
+		fprintf(stderr,
+			"rdmx %s: warning: @%s is not in %s yet (no member "
+			"answers); it will be once one does\n",
+			cmd, name, rdmx_registry_url(reg));
+	else if (st)
 		fprintf(stderr,
 			"rdmx %s: warning: cannot publish @%s in %s: %s; "
 			"serving on without it\n",

@@ -72,7 +72,9 @@ rdmx_status rdmx_registry_ping(struct rdmx_registry *reg);
  * (0: RDMX_REGISTRY_TTL_MS; etcd rounds up to whole seconds), renewed in
  * the background until unpublished or closed. Publishing a name again
  * replaces the entry. Errors: RDMX_ERR_INVALID (a bad name or sizes),
- * RDMX_ERR_UNREACHABLE (no etcd member answered), RDMX_ERR_SYSTEM.
+ * RDMX_ERR_SYSTEM, and RDMX_ERR_UNREACHABLE: no etcd member answered; the
+ * publication is kept and stored as soon as one does (a server started
+ * before its etcd joins when it comes up), until unpublished.
  */
 rdmx_status rdmx_registry_publish(struct rdmx_registry *reg,
 				  const struct rdmx_registry_entry *e,

@@ -273,7 +273,16 @@ static void *reg_keeper(void *arg)
 
 		for (struct reg_pub *p = reg->pubs; p; p = p->next) {
 			if (p->renew_at <= now) {
-				rdmx_status st = reg->ops->renew(reg, p);
+				rdmx_status st =
+					p->stored ? reg->ops->renew(reg, p)
+						  : reg->ops->put(reg, p);
+
+				if (!st && !p->stored)
+					rdmx_log(RDMX_LOG_INFO,
+						 "registry: published %s in %s "
+						 "at last",
+						 p->name, reg->url);
+				p->stored |= !st;
 
 				/* A third of the TTL; sooner after a failure.
 				 */
@@ -354,28 +363,35 @@ rdmx_status rdmx_registry_publish(struct rdmx_registry *reg,
 		struct reg_pub *o = *old;
 
 		*old = o->next;
-		reg->ops->del(reg, o);
+		if (o->stored)
+			reg->ops->del(reg, o);
 		reg_pub_free(o);
 	}
 	st = reg->ops->put(reg, p);
-	if (!st && !reg->keeper_running) {
+	p->stored = !st;
+	/* No member answered: kept, and the keeper stores it when one does. */
+	if ((!st || st == RDMX_ERR_UNREACHABLE) && !reg->keeper_running) {
 		reg->keeper_running =
 			!pthread_create(&reg->keeper, NULL, reg_keeper, reg);
 		if (!reg->keeper_running) {
-			reg->ops->del(reg, p);
+			if (p->stored)
+				reg->ops->del(reg, p);
 			st = RDMX_ERR_SYSTEM;
 		}
 	}
-	if (st) {
+	if (st && st != RDMX_ERR_UNREACHABLE) {
 		pthread_mutex_unlock(&reg->lock);
 		reg_pub_free(p);
 		return st;
 	}
-	p->renew_at = reg_now_us() + (uint64_t)p->ttl_ms * 1000 / 3;
+	p->renew_at = reg_now_us() +
+		      (uint64_t)p->ttl_ms * 1000 / (p->stored ? 3 : 10);
 	p->next = reg->pubs;
 	reg->pubs = p;
 	pthread_cond_signal(&reg->cond);
 	pthread_mutex_unlock(&reg->lock);
+	if (st)
+		return st;
 	rdmx_log(RDMX_LOG_INFO, "registry: published %s as %s in %s", e->name,
 		 e->addr, reg->url);
 	return RDMX_OK;
@@ -394,7 +410,7 @@ rdmx_status rdmx_registry_unpublish(struct rdmx_registry *reg, const char *name)
 	pthread_mutex_unlock(&reg->lock);
 	if (!p)
 		return RDMX_ERR_NOT_FOUND;
-	st = reg->ops->del(reg, p);
+	st = p->stored ? reg->ops->del(reg, p) : RDMX_OK;
 	reg_pub_free(p);
 	return st;
 }
@@ -485,7 +501,8 @@ void rdmx_registry_close(struct rdmx_registry *reg)
 		pthread_join(reg->keeper, NULL);
 	while ((p = reg->pubs)) {
 		reg->pubs = p->next;
-		reg->ops->del(reg, p);
+		if (p->stored)
+			reg->ops->del(reg, p);
 		reg_pub_free(p);
 	}
 	if (reg->ops->close)

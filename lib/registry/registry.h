@@ -30,6 +30,7 @@ struct reg_pub {
 	char *json; /* the stored value */
 	unsigned ttl_ms;
 	int64_t lease; /* etcd: the lease the key lives under */
+	bool stored; /* put once; else the keeper tries until it is */
 	uint64_t renew_at; /* us, monotonic */
 };
 

@@ -96,6 +96,11 @@ void etcd_kill(struct etcd *e, int i)
 	}
 }
 
+void etcd_restart(struct etcd *e, int i)
+{
+	etcd_member_start(e, i);
+}
+
 void etcd_stop(struct etcd *e)
 {
 	char cmd[128];

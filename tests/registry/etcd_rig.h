@@ -21,8 +21,9 @@ struct etcd {
 void etcd_start(struct etcd *e, int n);
 /* Wait until the registry at @url answers. */
 void etcd_wait(const char *url);
-/* SIGKILL member @i. */
+/* SIGKILL member @i; start it again, on its ports and data. */
 void etcd_kill(struct etcd *e, int i);
+void etcd_restart(struct etcd *e, int i);
 /* Kill every member, remove the data. */
 void etcd_stop(struct etcd *e);
 

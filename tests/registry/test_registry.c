@@ -367,6 +367,43 @@ static void test_etcd_cluster_survives_a_member(void **state)
 	etcd_stop(&e);
 }
 
+/*
+ * A server started while etcd is down: publish says so, keeps the entry,
+ * and stores it once etcd is back; the name then resolves.
+ */
+static void test_etcd_publish_waits_for_etcd(void **state)
+{
+	struct etcd e;
+	struct rdmx_registry *reg, *other;
+	struct rdmx_registry_entry en = entry("late", "127.0.0.1:9", "");
+	double t0;
+
+	(void)state;
+	etcd_start(&e, 1);
+	etcd_kill(&e, 0);
+	assert_int_equal(rdmx_registry_open(NULL, e.url, &reg), RDMX_OK);
+	assert_int_equal(rdmx_registry_publish(reg, &en, TTL_MS),
+			 RDMX_ERR_UNREACHABLE);
+	etcd_restart(&e, 0);
+	etcd_wait(e.url);
+	assert_int_equal(rdmx_registry_open(NULL, e.url, &other), RDMX_OK);
+	t0 = now_s();
+	while (rdmx_registry_lookup(other, "late", &en) != RDMX_OK) {
+		if (now_s() - t0 > 5 * time_scale())
+			fail_msg("not published 5 s after etcd came back");
+		usleep(50000);
+	}
+	print_message("published %.0f ms after etcd answered again\n",
+		      (now_s() - t0) * 1000);
+	assert_string_equal(en.addr, "127.0.0.1:9");
+	/* Unpublished at close, as any other. */
+	rdmx_registry_close(reg);
+	assert_int_equal(rdmx_registry_lookup(other, "late", &en),
+			 RDMX_ERR_NOT_FOUND);
+	rdmx_registry_close(other);
+	etcd_stop(&e);
+}
+
 static const struct child children[] = {
 	{ "doomed_publisher", doomed_publisher },
 	{ NULL, NULL },
@@ -383,6 +420,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_etcd_killed_publisher_expires),
 		cmocka_unit_test(test_etcd_down_lookups_fail_connections_stay),
 		cmocka_unit_test(test_etcd_cluster_survives_a_member),
+		cmocka_unit_test(test_etcd_publish_waits_for_etcd),
 	};
 
 	return cmocka_run_group_tests_name("registry", tests, NULL, NULL);
