@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -208,11 +209,24 @@ void cli_session_close(struct cli_session *s)
 	rdmx_ctx_destroy(s->ctx);
 }
 
+int cli_connect_timeout_ms(struct rdmx_ctx *ctx)
+{
+	char v[32];
+	long ms;
+
+	/* "5000ms" */
+	if (rdmx_ctx_config(ctx, "conn.handshake_timeout", v, sizeof(v)) ||
+	    (ms = strtol(v, NULL, 10)) <= 0 || ms > INT_MAX / 2)
+		return 10000;
+	return (int)(2 * ms);
+}
+
 rdmx_status cli_connect(struct cli_session *s, const char *addr)
 {
 	struct rdmx_conn_attr attr = { .cq = s->cq };
 
-	return rdmx_connect(s->ctx, addr, &attr, 5000, &s->conn);
+	return rdmx_connect(s->ctx, addr, &attr, cli_connect_timeout_ms(s->ctx),
+			    &s->conn);
 }
 
 int cli_client_open(const char *cmd, struct cli_session *s, const char *config,

@@ -75,6 +75,12 @@ struct cli_session {
 rdmx_status cli_session_open(struct cli_session *s, const char *config);
 /* Closes the connection too. */
 void cli_session_close(struct cli_session *s);
+/*
+ * How long a command gives rdmx_connect, which bounds the whole setup with
+ * it: twice conn.handshake_timeout (the handshake, then the transport's
+ * setup), so the one setting stretches both in a slow place (an emulator).
+ */
+int cli_connect_timeout_ms(struct rdmx_ctx *ctx);
 rdmx_status cli_connect(struct cli_session *s, const char *addr);
 /*
  * A client's start: open @s with @config, connect to @addr and catch
