@@ -254,7 +254,11 @@ struct rdmx_srq;
 enum {
 	RDMX_CONN_ATTR_USER_CTX = 1 << 0,
 	RDMX_CONN_ATTR_SRQ = 1 << 1,
+	RDMX_CONN_ATTR_PRIVATE_DATA = 1 << 2,
 };
+
+/* The most private data a side may send with a connection. */
+#define RDMX_PRIVATE_DATA_MAX 256
 
 struct rdmx_conn_attr {
 	uint64_t mask; /* RDMX_CONN_ATTR_* bits of optional fields */
@@ -267,6 +271,16 @@ struct rdmx_conn_attr {
 	 * transport is then one the srq can serve (rdmx_srq_create).
 	 */
 	struct rdmx_srq *srq;
+	/*
+	 * RDMX_CONN_ATTR_PRIVATE_DATA: up to RDMX_PRIVATE_DATA_MAX bytes
+	 * that the peer gets with the connection (rdmx_conn_private_data),
+	 * as rdma_cm's private data: a region's packed descriptor, say, so
+	 * that one-sided work can start with no SEND/RECV first. Exchanged
+	 * once rdmx_accept has taken the client, before the transport is
+	 * set up; like all data on the wire, not encrypted.
+	 */
+	const void *private_data;
+	size_t private_data_len;
 };
 
 /*
@@ -369,6 +383,12 @@ void rdmx_conn_info(const struct rdmx_conn *conn,
  * learns of it here.
  */
 rdmx_status rdmx_conn_check(const struct rdmx_conn *conn);
+
+/*
+ * rdmx_conn_private_data - what the peer sent as its attr's private data
+ * (NULL and *len_p 0 when nothing); valid while the connection is.
+ */
+const void *rdmx_conn_private_data(const struct rdmx_conn *conn, size_t *len_p);
 
 /* The attr's user_ctx, or NULL. */
 void *rdmx_conn_user_ctx(const struct rdmx_conn *conn);

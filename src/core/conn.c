@@ -28,12 +28,26 @@ rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 				uint64_t deadline, struct rdmx_conn **conn_p)
 {
 	struct rdmx_conn_info info = { 0 };
+	uint8_t data[RDMX_PRIVATE_DATA_MAX];
+	uint16_t dlen = 0;
 	struct rdmx_conn *conn;
 	void *priv;
 	rdmx_status st;
 
 	rdmx_sock_name(fd, false, info.local_addr, sizeof(info.local_addr));
 	rdmx_sock_name(fd, true, info.peer_addr, sizeof(info.peer_addr));
+	st = rdmx_hs_private(ctx, fd, info.peer_addr,
+			     attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA
+				     ? attr->private_data
+				     : NULL,
+			     attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA
+				     ? attr->private_data_len
+				     : 0,
+			     deadline, data, &dlen);
+	if (st) {
+		close(fd);
+		return st;
+	}
 	snprintf(info.transport, sizeof(info.transport), "%s",
 		 rdmx_transport_by_id(res->transport)->name);
 	snprintf(info.reason, sizeof(info.reason), "%s", res->reason);
@@ -57,6 +71,8 @@ rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 			 conn->info.reason);
 	}
 	conn->info = info;
+	memcpy(conn->peer_data, data, dlen);
+	conn->peer_data_len = dlen;
 	if (rdmx_lat_create(conn)) {
 		conn->ops->conn_close(conn);
 		return RDMX_ERR_NOMEM;
@@ -84,6 +100,15 @@ bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 	}
 	if (!attr->cq || attr->cq->ctx != ctx) {
 		rdmx_error("connection attr needs a cq of the same context");
+		return false;
+	}
+	if ((attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA) &&
+	    (attr->private_data_len > RDMX_PRIVATE_DATA_MAX ||
+	     (attr->private_data_len && !attr->private_data))) {
+		rdmx_error("connection attr: private data of %zu bytes at %p "
+			   "(at most %d, not NULL)",
+			   attr->private_data_len, attr->private_data,
+			   RDMX_PRIVATE_DATA_MAX);
 		return false;
 	}
 	if ((attr->mask & RDMX_CONN_ATTR_SRQ) &&
@@ -170,6 +195,15 @@ rdmx_status rdmx_conn_check(const struct rdmx_conn *conn)
 	if (!conn)
 		return rdmx_invalid("rdmx_conn_check", "NULL connection");
 	return conn->ops->conn_check((struct rdmx_conn *)conn);
+}
+
+const void *rdmx_conn_private_data(const struct rdmx_conn *conn, size_t *len_p)
+{
+	size_t len = conn ? conn->peer_data_len : 0;
+
+	if (len_p)
+		*len_p = len;
+	return len ? conn->peer_data : NULL;
 }
 
 void *rdmx_conn_user_ctx(const struct rdmx_conn *conn)

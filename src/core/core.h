@@ -268,6 +268,8 @@ struct rdmx_conn {
 			  lacks */
 	struct rdmx_conn_info info;
 	struct rdmx_lat *lat; /* post stamps; NULL unless metrics.latency */
+	uint8_t peer_data[RDMX_PRIVATE_DATA_MAX]; /* the peer's private data */
+	uint16_t peer_data_len;
 };
 
 /*

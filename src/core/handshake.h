@@ -25,4 +25,14 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   uint64_t allow, uint64_t deadline,
 			   struct rdmx_hs_result *res);
 
+/*
+ * After the handshake, once the server has accepted: send @len bytes of
+ * private data (@len <= RDMX_PRIVATE_DATA_MAX) and read the peer's into
+ * @theirs (RDMX_PRIVATE_DATA_MAX bytes), its length in *theirs_len_p.
+ * Logged like the handshake's failures.
+ */
+rdmx_status rdmx_hs_private(struct rdmx_ctx *ctx, int fd, const char *peer,
+			    const void *mine, size_t len, uint64_t deadline,
+			    uint8_t *theirs, uint16_t *theirs_len_p);
+
 #endif

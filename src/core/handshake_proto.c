@@ -19,6 +19,8 @@ size_t rdmx_hs_body_len(uint8_t type)
 		return 40;
 	case RDMX_HS_CONFIRM:
 		return 8; /* reserved, zero */
+	case RDMX_HS_PRIVATE:
+		return 4 + RDMX_PRIVATE_DATA_MAX;
 	}
 	return 0;
 }
@@ -54,6 +56,10 @@ size_t rdmx_hs_encode(const struct rdmx_hs_msg *msg,
 	case RDMX_HS_RESULT:
 		rdmx_put_be(b, msg->code, 2);
 		memcpy(b + 8, msg->mac, RDMX_HS_MAC_LEN);
+		break;
+	case RDMX_HS_PRIVATE:
+		rdmx_put_be(b, msg->data_len, 2);
+		memcpy(b + 4, msg->data, msg->data_len);
 		break;
 	}
 	return RDMX_HS_HDR_LEN + blen;
@@ -103,6 +109,12 @@ rdmx_status rdmx_hs_decode_body(const uint8_t *b, size_t len,
 		memcpy(msg->mac, b + 8, RDMX_HS_MAC_LEN);
 		break;
 	case RDMX_HS_CONFIRM:
+		break;
+	case RDMX_HS_PRIVATE:
+		msg->data_len = (uint16_t)rdmx_get_be(b, 2);
+		if (msg->data_len > RDMX_PRIVATE_DATA_MAX)
+			return RDMX_ERR_PROTOCOL;
+		memcpy(msg->data, b + 4, msg->data_len);
 		break;
 	default:
 		return RDMX_ERR_PROTOCOL;

@@ -19,6 +19,10 @@
  * up (its rdmx_connect timed out) closes instead, so the two sides agree
  * on whether a connection exists.
  *
+ * Then, once the server's rdmx_accept has taken the peer, each side sends
+ * PRIVATE (length, up to RDMX_PRIVATE_DATA_MAX bytes of the application's
+ * private data) and reads the other's, before the transport's setup.
+ *
  * With a pre-shared key, mac_c = HMAC-SHA256(key, "rdmx-client" ||
  * SHA-256(HELLO || WELCOME)) and mac_s = HMAC-SHA256(key, "rdmx-server" ||
  * SHA-256(HELLO || WELCOME || AUTH)), over the messages' bytes exactly as
@@ -43,7 +47,7 @@
 #define RDMX_HS_HDR_LEN 12
 #define RDMX_HS_NONCE_LEN 32
 #define RDMX_HS_MAC_LEN 32
-#define RDMX_HS_MAX_BODY 64
+#define RDMX_HS_MAX_BODY 260
 
 enum rdmx_hs_type {
 	RDMX_HS_HELLO = 1,
@@ -51,6 +55,7 @@ enum rdmx_hs_type {
 	RDMX_HS_AUTH = 3,
 	RDMX_HS_RESULT = 4,
 	RDMX_HS_CONFIRM = 5,
+	RDMX_HS_PRIVATE = 6,
 };
 
 /* Header flags. */
@@ -90,9 +95,12 @@ struct rdmx_hs_msg {
 	uint64_t transports; /* HELLO, WELCOME: mask the sender can use */
 	uint8_t nonce[RDMX_HS_NONCE_LEN]; /* HELLO, WELCOME */
 	uint8_t mac[RDMX_HS_MAC_LEN]; /* AUTH, RESULT */
+	uint16_t data_len; /* PRIVATE */
+	uint8_t data[RDMX_PRIVATE_DATA_MAX]; /* PRIVATE */
 };
 
-/* Body sizes: HELLO 64, WELCOME 48, AUTH 32, RESULT 40. */
+/* Body sizes: HELLO 64, WELCOME 48, AUTH 32, RESULT 40, CONFIRM 8,
+ * PRIVATE 260. */
 size_t rdmx_hs_body_len(uint8_t type);
 
 /* Encode header and body into @buf; returns the byte count. */

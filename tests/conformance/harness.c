@@ -103,7 +103,9 @@ struct rdmx_conn *side_connect(struct side *side, int port)
 static void *acc_main(void *arg)
 {
 	struct acc *a = arg;
-	struct rdmx_conn_attr attr = { .cq = a->s->cq };
+	struct rdmx_conn_attr attr =
+		a->attr.cq ? a->attr
+			   : (struct rdmx_conn_attr){ .cq = a->s->cq };
 
 	a->st = rdmx_accept(a->lst, &attr,
 			    a->timeout ? a->timeout : T_TIMEOUT_MS, &a->conn);

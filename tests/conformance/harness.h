@@ -79,12 +79,14 @@ struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 				 enum rdmx_opcode op);
 
 /*
- * rdmx_accept on @lst in a thread of its own (attr: @s's cq only), for
- * tests that drive the client side by hand. @timeout 0: T_TIMEOUT_MS.
+ * rdmx_accept on @lst in a thread of its own (attr: @attr when its cq is
+ * set, else @s's cq only), for tests that drive the client side by hand.
+ * @timeout 0: T_TIMEOUT_MS.
  */
 struct acc {
 	struct side *s;
 	struct rdmx_listener *lst;
+	struct rdmx_conn_attr attr;
 	int timeout;
 	rdmx_status st;
 	struct rdmx_conn *conn;

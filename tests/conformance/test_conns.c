@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: 64 concurrent connections between two processes. */
+/* Description: 64 concurrent connections between two processes; private
+ * data exchanged with a connection. */
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -114,6 +116,90 @@ static void test_conn_64_concurrent(void **state)
 	side_close(&s);
 }
 
+/*
+ * Private data both ways: the server hands its region's descriptor over
+ * with the connection, and the client READs it at once, with no
+ * SEND/RECV first; the client's bytes reach the server's side too.
+ */
+static void test_conn_private_data_both_ways(void **state)
+{
+	struct side s, c;
+	struct buf region, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	uint8_t desc[RDMX_REMOTE_PACKED_LEN], hello[200];
+	struct acc a = { .s = &s };
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn *conn = NULL, *none = NULL;
+	const void *got;
+	size_t len;
+	char addr[64];
+
+	(void)state;
+	side_open(&s);
+	side_open(&c);
+	buf_alloc(&s, &region, 4096,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_READ);
+	buf_fill(&region, 9);
+	buf_alloc(&c, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	rdmx_mr_remote(region.mr, &rem);
+	rdmx_remote_pack(&rem, desc);
+	for (size_t i = 0; i < sizeof(hello); i++)
+		hello[i] = (uint8_t)(i * 7);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(),
+		 side_listen(&s, &a.lst));
+	a.attr = (struct rdmx_conn_attr){ .mask = RDMX_CONN_ATTR_PRIVATE_DATA,
+					  .cq = s.cq,
+					  .private_data = desc,
+					  .private_data_len = sizeof(desc) };
+	acc_start(&a);
+	attr = (struct rdmx_conn_attr){ .mask = RDMX_CONN_ATTR_PRIVATE_DATA,
+					.cq = c.cq,
+					.private_data = hello,
+					.private_data_len = sizeof(hello) };
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &conn),
+			 RDMX_OK);
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	/* The client's bytes, on the server's connection. */
+	got = rdmx_conn_private_data(a.conn, &len);
+	assert_int_equal(len, sizeof(hello));
+	assert_memory_equal(got, hello, sizeof(hello));
+	/* The descriptor, and a READ with it straight away. */
+	got = rdmx_conn_private_data(conn, &len);
+	assert_int_equal(len, RDMX_REMOTE_PACKED_LEN);
+	assert_int_equal(rdmx_remote_unpack(got, len, &rem), RDMX_OK);
+	sg = sge_of(&dst, 0, 4096);
+	assert_int_equal(rdmx_post_read(conn, &sg, rem.addr, rem.rkey, 1),
+			 RDMX_OK);
+	expect_wc(c.cq, RDMX_OK, RDMX_OP_READ);
+	assert_pattern(dst.p, 4096, 9, 0);
+	/* Too much is refused before anything is sent. */
+	attr.private_data_len = RDMX_PRIVATE_DATA_MAX + 1;
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &none),
+			 RDMX_ERR_INVALID);
+	rdmx_conn_close(conn);
+	rdmx_conn_close(a.conn);
+	/* None sent: none received. */
+	a.attr = (struct rdmx_conn_attr){ .cq = s.cq };
+	acc_start(&a);
+	attr = (struct rdmx_conn_attr){ .cq = c.cq };
+	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &conn),
+			 RDMX_OK);
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	assert_null(rdmx_conn_private_data(conn, &len));
+	assert_int_equal(len, 0);
+	assert_null(rdmx_conn_private_data(a.conn, &len));
+	rdmx_conn_close(conn);
+	rdmx_conn_close(a.conn);
+	buf_free(&region);
+	buf_free(&dst);
+	rdmx_listener_close(a.lst);
+	side_close(&c);
+	side_close(&s);
+}
+
 static const struct child children[] = {
 	{ "client", client },
 	{ NULL, NULL },
@@ -124,6 +210,7 @@ int main(int argc, char **argv)
 	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_64_concurrent),
+		cmocka_unit_test(test_conn_private_data_both_ways),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
