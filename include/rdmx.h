@@ -255,6 +255,14 @@ enum {
 	RDMX_CONN_ATTR_USER_CTX = 1 << 0,
 	RDMX_CONN_ATTR_SRQ = 1 << 1,
 	RDMX_CONN_ATTR_PRIVATE_DATA = 1 << 2,
+	RDMX_CONN_ATTR_TRANSPORTS = 1 << 3,
+};
+
+/* Transports, as bits of rdmx_conn_attr.transports. */
+enum rdmx_transport_bits {
+	RDMX_TP_TCP = 1 << 0,
+	RDMX_TP_SHM = 1 << 1,
+	RDMX_TP_VERBS = 1 << 2,
 };
 
 /* The most private data a side may send with a connection. */
@@ -281,6 +289,13 @@ struct rdmx_conn_attr {
 	 */
 	const void *private_data;
 	size_t private_data_len;
+	/*
+	 * RDMX_CONN_ATTR_TRANSPORTS: the transports this one connection may
+	 * use (RDMX_TP_* bits), within the context's transport setting: two
+	 * connections of one context can differ, with no setenv between
+	 * contexts. No common one: RDMX_ERR_NO_TRANSPORT, saying why.
+	 */
+	unsigned transports;
 };
 
 /*

@@ -102,6 +102,15 @@ bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 		rdmx_error("connection attr needs a cq of the same context");
 		return false;
 	}
+	if ((attr->mask & RDMX_CONN_ATTR_TRANSPORTS) &&
+	    (!attr->transports ||
+	     (attr->transports &
+	      ~(unsigned)(RDMX_TP_TCP | RDMX_TP_SHM | RDMX_TP_VERBS)))) {
+		rdmx_error("connection attr: transports 0x%x: a non-empty set "
+			   "of RDMX_TP_TCP, RDMX_TP_SHM, RDMX_TP_VERBS",
+			   attr->transports);
+		return false;
+	}
 	if ((attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA) &&
 	    (attr->private_data_len > RDMX_PRIVATE_DATA_MAX ||
 	     (attr->private_data_len && !attr->private_data))) {

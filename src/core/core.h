@@ -250,8 +250,9 @@ struct rdmx_srq {
 };
 
 /*
- * The transports a connection with @attr may be set up over: all (~0)
- * without a srq, else the srq's. Used by the handshake on both sides.
+ * The transports a connection with @attr may be set up over: its
+ * attr.transports, and its srq's (~0: no limit). Used by the handshake on
+ * both sides.
  */
 uint64_t rdmx_conn_attr_transports(const struct rdmx_conn_attr *attr);
 

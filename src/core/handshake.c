@@ -13,6 +13,7 @@ struct rdmx_hs {
 	const char *peer;
 	uint64_t deadline, start;
 	uint64_t allow; /* transports the connection may use (its srq's) */
+	uint64_t mine, theirs; /* the two offers, for the refusal's line */
 	crypto_hash_sha256_state transcript; /* every byte either side sent */
 };
 
@@ -195,11 +196,18 @@ static rdmx_status rdmx_hs_refused(const struct rdmx_hs *hs, uint16_t code,
 			   "differ",
 			   who, hs->peer);
 		return RDMX_ERR_AUTH;
-	case RDMX_HS_NO_TRANSPORT:
-		rdmx_error("%s: no transport both sides can use (check "
-			   "transport / RDMX_TRANSPORT on both)",
-			   hs->peer);
+	case RDMX_HS_NO_TRANSPORT: {
+		char m[64], t[64];
+
+		rdmx_hs_names(hs->mine, m, sizeof(m));
+		rdmx_hs_names(hs->theirs, t, sizeof(t));
+		rdmx_error("%s: no transport both sides can use: this side "
+			   "offers %s, the peer %s (the transport setting, "
+			   "RDMX_TRANSPORT, or the connection's "
+			   "attr.transports)",
+			   hs->peer, m, t);
 		return RDMX_ERR_NO_TRANSPORT;
+	}
 	case RDMX_HS_NOT_SAME_HOST:
 		rdmx_error("%s: the transports allowed need both processes on "
 			   "one host and network namespace, and these are not "
@@ -258,6 +266,8 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 		return st;
 	welcome.code = rdmx_hs_check_hello(&hs, &hello, &welcome);
 	welcome.transports = rdmx_hs_offer(&hs);
+	hs.mine = welcome.transports;
+	hs.theirs = hello.transports;
 	welcome.flags = ctx->auth_key_len ? RDMX_HS_F_HAS_KEY : 0;
 	if (welcome.code) {
 		rdmx_hs_send(&hs, &welcome);
@@ -343,6 +353,8 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 		st = rdmx_hs_recv(&hs, RDMX_HS_WELCOME, &welcome);
 	if (st)
 		goto err_lost;
+	hs.mine = hello.transports;
+	hs.theirs = welcome.transports;
 	if (welcome.code)
 		return rdmx_hs_refused(&hs, welcome.code, false);
 	/* Range first: the byte comes from the network, the shift needs < 64.

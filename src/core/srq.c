@@ -121,7 +121,16 @@ rdmx_status rdmx_srq_post_recv(struct rdmx_srq *srq, const struct rdmx_sge *sg,
 
 uint64_t rdmx_conn_attr_transports(const struct rdmx_conn_attr *attr)
 {
-	if (!(attr->mask & RDMX_CONN_ATTR_SRQ))
-		return ~0ull;
-	return attr->srq->transports;
+	uint64_t allow = ~0ull;
+
+	/* The public bits are 1 << enum rdmx_transport_id. */
+	_Static_assert(RDMX_TP_TCP == 1 << RDMX_TRANSPORT_TCP &&
+			       RDMX_TP_SHM == 1 << RDMX_TRANSPORT_SHM &&
+			       RDMX_TP_VERBS == 1 << RDMX_TRANSPORT_VERBS,
+		       "RDMX_TP_* follow the transport ids");
+	if (attr->mask & RDMX_CONN_ATTR_TRANSPORTS)
+		allow &= attr->transports;
+	if (attr->mask & RDMX_CONN_ATTR_SRQ)
+		allow &= attr->srq->transports;
+	return allow;
 }

@@ -2,6 +2,7 @@
 /* Description: 64 concurrent connections between two processes; private
  * data exchanged with a connection. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -200,6 +201,94 @@ static void test_conn_private_data_both_ways(void **state)
 	side_close(&s);
 }
 
+/* A side whose context may use every transport (the suite forces one). */
+static void side_open_auto(struct side *side)
+{
+	const char *t = getenv("RDMX_TRANSPORT");
+	char *saved = t ? strdup(t) : NULL;
+
+	setenv("RDMX_TRANSPORT", "auto", 1);
+	side_open(side);
+	if (saved)
+		setenv("RDMX_TRANSPORT", saved, 1);
+	else
+		unsetenv("RDMX_TRANSPORT");
+	free(saved);
+}
+
+/* Connect with attr.transports = @tp; the status, and the transport. */
+static rdmx_status connect_over(struct side *s, struct side *c,
+				struct rdmx_listener *lst, const char *addr,
+				unsigned tp, char *used, size_t len)
+{
+	struct acc a = { .s = s, .lst = lst, .timeout = 2000 };
+	struct rdmx_conn_attr attr = { .mask = RDMX_CONN_ATTR_TRANSPORTS,
+				       .cq = c->cq,
+				       .transports = tp };
+	struct rdmx_conn *conn = NULL;
+	struct rdmx_conn_info info;
+	rdmx_status st;
+
+	acc_start(&a);
+	st = rdmx_connect(c->ctx, addr, &attr, T_TIMEOUT_MS, &conn);
+	acc_join(&a);
+	if (!st) {
+		assert_int_equal(a.st, RDMX_OK);
+		rdmx_conn_info(conn, &info);
+		snprintf(used, len, "%s", info.transport);
+		rdmx_conn_close(conn);
+		rdmx_conn_close(a.conn);
+	}
+	return st;
+}
+
+/*
+ * Two connections of one context over different transports, chosen in
+ * their attr (it took a setenv between two contexts); one the peers
+ * cannot share is refused, with the reason.
+ */
+static void test_conn_transports_per_connection(void **state)
+{
+	struct side s, c;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn = NULL;
+	struct rdmx_conn_attr bad;
+	char addr[64], used[16];
+	rdmx_status st;
+
+	(void)state;
+	side_open_auto(&s);
+	side_open_auto(&c);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(),
+		 side_listen(&s, &lst));
+	assert_int_equal(connect_over(&s, &c, lst, addr, RDMX_TP_TCP, used,
+				      sizeof(used)),
+			 RDMX_OK);
+	assert_string_equal(used, "tcp");
+	assert_int_equal(connect_over(&s, &c, lst, addr, RDMX_TP_SHM, used,
+				      sizeof(used)),
+			 RDMX_OK);
+	assert_string_equal(used, "shm");
+	/* Verbs where a device serves the address, else refused. */
+	st = connect_over(&s, &c, lst, addr, RDMX_TP_VERBS, used, sizeof(used));
+	if (st == RDMX_OK)
+		assert_string_equal(used, "verbs");
+	else
+		assert_int_equal(st, RDMX_ERR_NO_TRANSPORT);
+	print_message("verbs only: %s\n", st ? rdmx_strerror(st) : used);
+	bad = (struct rdmx_conn_attr){ .mask = RDMX_CONN_ATTR_TRANSPORTS,
+				       .cq = c.cq,
+				       .transports = 1u << 5 };
+	assert_int_equal(rdmx_connect(c.ctx, addr, &bad, 1000, &conn),
+			 RDMX_ERR_INVALID);
+	bad.transports = 0;
+	assert_int_equal(rdmx_connect(c.ctx, addr, &bad, 1000, &conn),
+			 RDMX_ERR_INVALID);
+	rdmx_listener_close(lst);
+	side_close(&c);
+	side_close(&s);
+}
+
 static const struct child children[] = {
 	{ "client", client },
 	{ NULL, NULL },
@@ -211,6 +300,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_64_concurrent),
 		cmocka_unit_test(test_conn_private_data_both_ways),
+		cmocka_unit_test(test_conn_transports_per_connection),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
