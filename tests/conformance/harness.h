@@ -25,6 +25,18 @@
  * emulator's time, and the bounds are about rdmx, not about qemu.
  */
 double time_scale(void);
+
+/*
+ * Built with ASan or TSan: their shadow memory, and ASan's quarantine of
+ * freed blocks, make resident-memory bounds meaningless.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HARNESS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define HARNESS_SANITIZED 1
+#endif
+#endif
 /* Seconds on the monotonic clock. */
 double now_s(void);
 #define T_TIMEOUT_MS ((int)(10000 * time_scale()))

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: 64 concurrent connections between two processes; private
  * data exchanged with a connection. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -289,8 +291,115 @@ static void test_conn_transports_per_connection(void **state)
 	side_close(&s);
 }
 
+/* Open descriptors and resident bytes of this process. */
+static void usage_now(long *fds, long *rss)
+{
+	long pages = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	*rss = res * sysconf(_SC_PAGESIZE);
+	*fds = -1; /* the directory's own descriptor */
+	while (d && (e = readdir(d)))
+		*fds += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+}
+
+/* 1,000 connect/close cycles; 100 under an emulator. */
+static int churn_cycles(void)
+{
+	return time_scale() > 1 ? 100 : 1000;
+}
+
+/*
+ * After the first 50 cycles, usage is where it stays: no descriptor
+ * more at the end, and at most 2 MiB more resident (the allocator's
+ * slack). Returns 0 or says what grew.
+ */
+struct churn {
+	const char *who;
+	long fds, rss;
+};
+
+static void churn_mark(struct churn *ch, int i)
+{
+	if (i == 49)
+		usage_now(&ch->fds, &ch->rss);
+}
+
+static int churn_check(const struct churn *ch)
+{
+	long fds, rss;
+
+	usage_now(&fds, &rss);
+	fprintf(stderr,
+		"%s: after 50 cycles %ld fds, %ld KiB; after %d: %ld "
+		"fds, %ld KiB\n",
+		ch->who, ch->fds, ch->rss >> 10, churn_cycles(), fds,
+		rss >> 10);
+#ifdef HARNESS_SANITIZED
+	rss = ch->rss; /* shadow and quarantine: no bound to check */
+#endif
+	return fds > ch->fds || rss > ch->rss + (2l << 20);
+}
+
+/* The client of the churn, in its own process. */
+static int churn_client(int port, int flag)
+{
+	struct side c;
+	struct churn ch = { .who = "client" };
+
+	(void)flag;
+	side_open(&c);
+	for (int i = 0; i < churn_cycles(); i++) {
+		rdmx_conn_close(side_connect(&c, port));
+		churn_mark(&ch, i);
+	}
+	if (churn_check(&ch))
+		return 1;
+	side_close(&c);
+	return 0;
+}
+
+/*
+ * Connect/close churn between two processes leaves both where they were
+ * after the first 50 cycles: descriptors and memory bounded.
+ */
+static void test_conn_churn_bounded(void **state)
+{
+	struct side s;
+	struct rdmx_listener *lst;
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn *conn;
+	struct churn ch = { .who = "server" };
+	pid_t pid;
+
+	(void)state;
+	side_open(&s);
+	attr = (struct rdmx_conn_attr){ .cq = s.cq };
+	pid = spawn("churn_client", side_listen(&s, &lst), 0);
+	for (int i = 0; i < churn_cycles(); i++) {
+		assert_int_equal(rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conn),
+				 RDMX_OK);
+		rdmx_conn_close(conn);
+		churn_mark(&ch, i);
+	}
+	reap_ok(pid);
+	assert_int_equal(churn_check(&ch), 0);
+	rdmx_listener_close(lst);
+	side_close(&s);
+}
+
 static const struct child children[] = {
 	{ "client", client },
+	{ "churn_client", churn_client },
 	{ NULL, NULL },
 };
 
@@ -301,6 +410,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conn_64_concurrent),
 		cmocka_unit_test(test_conn_private_data_both_ways),
 		cmocka_unit_test(test_conn_transports_per_connection),
+		cmocka_unit_test(test_conn_churn_bounded),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

@@ -24,15 +24,6 @@
 
 #define PG 4096u
 
-/* A sanitizer's shadow memory grows with what the test touches. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define PAGE_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define PAGE_SANITIZED 1
-#endif
-#endif
-
 /* ---- the server's pattern ----------------------------------------------- */
 
 static uint64_t pat(uint64_t off, uint64_t seed)
@@ -415,7 +406,7 @@ static void test_page_mmap_rss_stays_within_cache(void **state)
 	 * sanitizer's shadow of the touched memory comes on top, so not
 	 * there.
 	 */
-#ifndef PAGE_SANITIZED
+#ifndef HARNESS_SANITIZED
 	assert_true(after <= before + cache + (6 << 20));
 #endif
 	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
