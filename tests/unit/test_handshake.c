@@ -131,12 +131,31 @@ static void test_handshake_short_key_is_config_error(void **state)
 	assert_null(ctx);
 }
 
+/*
+ * With @a accepting: a real client @c connects and is served; then both
+ * sides and the listener are closed.
+ */
+static void real_client_served(struct acc *a, struct side *c, struct side *s,
+			       const char *addr)
+{
+	struct rdmx_conn_attr attr = { .cq = c->cq };
+	struct rdmx_conn *conn = NULL;
+
+	assert_int_equal(rdmx_connect(c->ctx, addr, &attr, 2000, &conn),
+			 RDMX_OK);
+	acc_join(a);
+	assert_int_equal(a->st, RDMX_OK);
+	rdmx_conn_close(conn);
+	rdmx_conn_close(a->conn);
+	rdmx_listener_close(a->lst);
+	side_close(c);
+	side_close(s);
+}
+
 /* A peer that is not rdmx: refused, and the next good peer still gets in. */
 static void test_handshake_garbage_peer(void **state)
 {
 	struct side s = keyed(NULL), c = keyed(NULL);
-	struct rdmx_conn_attr attr = { .cq = c.cq };
-	struct rdmx_conn *conn;
 	struct acc a = { .s = &s, .timeout = 5000 };
 	char addr[32];
 	int fd;
@@ -150,15 +169,7 @@ static void test_handshake_garbage_peer(void **state)
 	close(fd);
 	/* One that connects and says nothing is dropped after the timeout,
 	 * but does not block the others forever either. */
-	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn),
-			 RDMX_OK);
-	acc_join(&a);
-	assert_int_equal(a.st, RDMX_OK);
-	rdmx_conn_close(conn);
-	rdmx_conn_close(a.conn);
-	rdmx_listener_close(a.lst);
-	side_close(&c);
-	side_close(&s);
+	real_client_served(&a, &c, &s, addr);
 }
 
 #define KEY "0123456789abcdef0123456789abcdef"
@@ -368,8 +379,6 @@ static void test_connect_timeout_bounds_the_call(void **state)
 static void test_accept_needs_the_clients_confirmation(void **state)
 {
 	struct side s, c = keyed(NULL);
-	struct rdmx_conn_attr attr = { .cq = c.cq };
-	struct rdmx_conn *conn = NULL;
 	struct acc a = { .s = &s, .timeout = 1500 };
 	struct rdmx_hs_msg m = { .version = RDMX_HS_VERSION,
 				 .type = RDMX_HS_HELLO,
@@ -408,15 +417,7 @@ static void test_accept_needs_the_clients_confirmation(void **state)
 	/* The next client is served. */
 	a.timeout = 0;
 	acc_start(&a);
-	assert_int_equal(rdmx_connect(c.ctx, addr, &attr, 2000, &conn),
-			 RDMX_OK);
-	acc_join(&a);
-	assert_int_equal(a.st, RDMX_OK);
-	rdmx_conn_close(conn);
-	rdmx_conn_close(a.conn);
-	rdmx_listener_close(a.lst);
-	side_close(&c);
-	side_close(&s);
+	real_client_served(&a, &c, &s, addr);
 }
 
 /* auth.allowed_peers: a peer outside the list is closed before anything. */
