@@ -84,6 +84,8 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 	struct rdmx_hs_result res;
 	struct sockaddr_in dst = { .sin_family = AF_INET };
 	uint8_t b[RDMX_VERBS_SETUP_LEN], wrong[RDMX_VERBS_TOKEN_LEN];
+	uint8_t pd[RDMX_PRIVATE_DATA_MAX];
+	uint16_t pd_len = 1;
 	uint64_t deadline = rdmx_deadline(T_TIMEOUT_MS);
 	char addr[64];
 	int fd;
@@ -104,6 +106,11 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 					1ull << RDMX_TRANSPORT_VERBS, 0, &res),
 			 RDMX_OK);
 	assert_int_equal(res.transport, RDMX_TRANSPORT_VERBS);
+	/* No private data either way, then the verbs setup. */
+	assert_int_equal(rdmx_hs_private(c.ctx, fd, "server", NULL, 0, deadline,
+					 pd, &pd_len),
+			 RDMX_OK);
+	assert_int_equal(pd_len, 0);
 	rdmx_verbs_setup_pack(&mine, b);
 	assert_int_equal(rdmx_sock_write_full(fd, b, sizeof(b), deadline),
 			 RDMX_OK);
