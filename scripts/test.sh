@@ -5,6 +5,8 @@
 #   build-fuzz  clang + libFuzzer: each target for FUZZ_SECONDS on its corpus
 #   tests/vm    the conformance suite over verbs on SoftRoCE (rxe) inside a
 #               Debian kernel under qemu, with the host's build (one boot)
+#   soak        a minute of bench clients against tcp and shm servers,
+#               failing if their memory or descriptors grow
 #   build       the normal build; its suite runs last, verbosely, so every
 #               conformance case is named in the output
 set -euo pipefail
@@ -41,20 +43,8 @@ CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DRDMX_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$jobs"
 
-for target in tcp_frames handshake shm_ring kv; do
-	stage "fuzz $target for ${fuzz_seconds}s"
-	mkdir -p "build-fuzz/corpus-$target"
-	# New inputs go to the build tree; the kept seeds stay read-only.
-	# A crash leaves its input in build-fuzz/ (-artifact_prefix).
-	if ! build-fuzz/tests/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" \
-		-artifact_prefix=build-fuzz/ "build-fuzz/corpus-$target" \
-		"tests/fuzz/corpus/$target" >"build-fuzz/fuzz-$target.log" 2>&1; then
-		tail -40 "build-fuzz/fuzz-$target.log"
-		echo "fuzz_$target FAILED (input saved under build-fuzz/)"
-		exit 1
-	fi
-	grep -E '^Done' "build-fuzz/fuzz-$target.log"
-done
+stage "fuzz every target for ${fuzz_seconds}s"
+scripts/fuzz.sh "$fuzz_seconds" --no-merge
 
 stage "suite under ASan + UBSan"
 (cd build-asan && ctest --output-on-failure -j 1)
@@ -73,6 +63,9 @@ if why=$(tests/vm/vm.sh check 2>&1); then
 else
 	echo "skip: the RDMA guest cannot boot here: $why"
 fi
+
+stage "soak: a minute of bench clients on tcp and shm, the servers sampled"
+scripts/soak.sh 1 build/apps/rdmx
 
 stage "suite (every case by name)"
 (cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
