@@ -15,11 +15,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A loopback TCP port no socket uses now, in any state.
 free_port() {
 	local p
 	while :; do
 		p=$((20000 + RANDOM % 40000))
-		ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
+		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
 	done
 }
 
@@ -41,24 +42,38 @@ wait_for() { # file pattern
 	exit 1
 }
 
-cp=$(free_port)
-pp=$(free_port)
-start etcd etcd --name demo --data-dir "$dir/etcd-data" \
-	--listen-client-urls "http://127.0.0.1:$cp" \
-	--advertise-client-urls "http://127.0.0.1:$cp" \
-	--listen-peer-urls "http://127.0.0.1:$pp" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-	--initial-cluster "demo=http://127.0.0.1:$pp"
+# etcd on two free ports; a port taken before etcd binds it: others.
+up=0
+for try in 1 2 3; do
+	cp=$(free_port)
+	pp=$(free_port)
+	[ "$cp" = "$pp" ] && continue
+	rm -rf "$dir/etcd-data"
+	start etcd etcd --name demo --data-dir "$dir/etcd-data" \
+		--listen-client-urls "http://127.0.0.1:$cp" \
+		--advertise-client-urls "http://127.0.0.1:$cp" \
+		--listen-peer-urls "http://127.0.0.1:$pp" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+		--initial-cluster "demo=http://127.0.0.1:$pp"
+	for _ in $(seq 200); do
+		kill -0 "${pids[-1]}" 2>/dev/null || break
+		"$rdmx" registry ls "etcd://127.0.0.1:$cp/ping" >/dev/null 2>&1 &&
+			{ up=1; break; }
+		sleep 0.1
+	done
+	[ $up -eq 1 ] && break
+	echo "cluster-demo: etcd on $cp/$pp did not come up (try $try)"
+	tail -5 "$dir/etcd"
+	kill "${pids[-1]}" 2>/dev/null || true
+done
+[ $up -eq 1 ] || exit 1
 export RDMX_REGISTRY_URL="etcd://127.0.0.1:$cp/rdmx-demo"
 export RDMX_LOG_LEVEL=error
-for _ in $(seq 100); do
-	"$rdmx" info 2>/dev/null | grep -q "^registry: .*: answers" && break
-	sleep 0.1
-done
-echo "etcd           $RDMX_REGISTRY_URL (pid ${pids[0]})"
+echo "etcd           $RDMX_REGISTRY_URL (pid ${pids[-1]})"
 
 for i in 1 2 3; do
 	start "kv$i" "$rdmx" kv serve :0 --memory-mb 64 --cluster demo --name "kv$i"
+	[ "$i" = 1 ] && kv1_pid=${pids[-1]}
 	wait_for "$dir/kv$i" "published @"
 done
 start page "$rdmx" page serve :0 --size 64m --name mem0
@@ -83,8 +98,8 @@ line=$("$rdmx" page bench @mem0 -n 2000 | grep -E '^fault ')
 echo "page @mem0     $(awk '{printf "2000 random faults: p50 %s us, p99 %s us", $3, $5}' <<<"$line")"
 
 # A member stops cleanly: it leaves at once.
-kill -TERM "${pids[1]}"
-wait "${pids[1]}" 2>/dev/null || true
+kill -TERM "$kv1_pid"
+wait "$kv1_pid" 2>/dev/null || true
 for _ in $(seq 50); do
 	"$rdmx" registry ls kv/cluster/demo/ | grep -q kv1 || break
 	sleep 0.1

@@ -68,6 +68,47 @@ http_get() { # port path
 	exec 3<&-
 }
 
+# A loopback TCP port no socket uses now, in any state.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
+	done
+}
+
+# start_etcd: Debian's etcd on two free loopback ports, its data and log in
+# $tmp; sets etcd_pid and etcd_url once it answers. A port taken between
+# the choice and etcd's bind is tried again with others (three times).
+start_etcd() {
+	local cp pp try
+	for try in 1 2 3; do
+		cp=$(free_port)
+		pp=$(free_port)
+		[ "$cp" = "$pp" ] && continue
+		rm -rf "$tmp/etcd"
+		etcd --name t --data-dir "$tmp/etcd" \
+			--listen-client-urls "http://127.0.0.1:$cp" \
+			--advertise-client-urls "http://127.0.0.1:$cp" \
+			--listen-peer-urls "http://127.0.0.1:$pp" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+			--initial-cluster "t=http://127.0.0.1:$pp" \
+			>"$tmp/etcd.log" 2>&1 &
+		etcd_pid=$!
+		etcd_url="etcd://127.0.0.1:$cp"
+		for _ in $(seq 200); do
+			kill -0 "$etcd_pid" 2>/dev/null || break
+			"$rdmx" registry ls "$etcd_url/ping" >/dev/null 2>&1 && return 0
+			sleep 0.1
+		done
+		kill "$etcd_pid" 2>/dev/null
+		wait "$etcd_pid" 2>/dev/null
+		echo "etcd on $cp/$pp did not come up (try $try):"
+		tail -5 "$tmp/etcd.log"
+	done
+	return 1
+}
+
 finish() {
 	echo "$pass passed, $fail failed"
 	[ "$fail" -eq 0 ]

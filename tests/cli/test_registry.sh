@@ -8,29 +8,8 @@ set -u
 rdmx=${1:?usage: test_registry.sh path/to/rdmx}
 . "$(dirname "$0")/common.sh"
 
-# A loopback port nobody listens on now.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-}
-
-cp=$(free_port)
-pp=$(free_port)
-etcd --name t --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$cp" \
-	--advertise-client-urls "http://127.0.0.1:$cp" \
-	--listen-peer-urls "http://127.0.0.1:$pp" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-	--initial-cluster "t=http://127.0.0.1:$pp" >"$tmp/etcd.log" 2>&1 &
-etcd_pid=$!
-export RDMX_REGISTRY_URL="etcd://127.0.0.1:$cp/clitest"
-for _ in $(seq 100); do
-	"$rdmx" info 2>/dev/null | grep -q "^registry: .*: answers" && break
-	sleep 0.1
-done
+start_etcd || exit 1
+export RDMX_REGISTRY_URL="$etcd_url/clitest"
 
 if run "info" 0 "$rdmx" info &&
 	grep -q "^registry: $RDMX_REGISTRY_URL: answers" "$tmp/out"; then
