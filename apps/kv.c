@@ -316,8 +316,7 @@ static rdmx_status kv_cluster_member(struct rdmx_ctx *ctx, const char *cluster,
 {
 	struct rdmx_registry *reg = cli_registry(ctx);
 	struct rdmx_kv_cluster *cl;
-	struct rdmx_registry_entry e;
-	char member[RDMX_REGISTRY_NAME_MAX], name[2 * RDMX_REGISTRY_NAME_MAX];
+	char member[RDMX_REGISTRY_NAME_MAX];
 	rdmx_status st;
 
 	if (!reg)
@@ -325,20 +324,13 @@ static rdmx_status kv_cluster_member(struct rdmx_ctx *ctx, const char *cluster,
 	st = rdmx_kv_cluster_open(ctx, reg, cluster, NULL, &cl);
 	if (!st) {
 		st = rdmx_kv_cluster_owner(cl, key, strlen(key), member,
-					   sizeof(member));
+					   sizeof(member), at, len);
 		rdmx_kv_cluster_close(cl);
 	}
 	if (st == RDMX_ERR_UNREACHABLE)
 		rdmx_log(RDMX_LOG_ERROR,
 			 "kv: no live member of cluster %s in %s", cluster,
 			 rdmx_registry_url(reg));
-	if (st)
-		return st;
-	snprintf(name, sizeof(name), "%s%s/%s", RDMX_KV_CLUSTER_PREFIX, cluster,
-		 member);
-	st = rdmx_registry_lookup(reg, name, &e);
-	if (!st)
-		snprintf(at, len, "%s", e.addr);
 	return st;
 }
 

@@ -247,11 +247,13 @@ rdmx_status rdmx_kv_cluster_del(struct rdmx_kv_cluster *cl, const void *key,
 				size_t klen);
 
 /*
- * The member @key belongs to now (its name into @member, @len bytes);
+ * The member @key belongs to now: its name into @member (@len bytes) and,
+ * when @addr is not NULL, its "host:port" (@addr_len bytes);
  * RDMX_ERR_UNREACHABLE when there is none. Applies membership changes.
  */
 rdmx_status rdmx_kv_cluster_owner(struct rdmx_kv_cluster *cl, const void *key,
-				  size_t klen, char *member, size_t len);
+				  size_t klen, char *member, size_t len,
+				  char *addr, size_t addr_len);
 /* Members known now (membership changes applied first). */
 unsigned rdmx_kv_cluster_size(struct rdmx_kv_cluster *cl);
 

@@ -237,13 +237,16 @@ static struct kv_member *kv_cluster_owner(struct rdmx_kv_cluster *cl,
 }
 
 rdmx_status rdmx_kv_cluster_owner(struct rdmx_kv_cluster *cl, const void *key,
-				  size_t klen, char *member, size_t len)
+				  size_t klen, char *member, size_t len,
+				  char *addr, size_t addr_len)
 {
 	struct kv_member *m = kv_cluster_owner(cl, key, klen);
 
 	if (!m)
 		return RDMX_ERR_UNREACHABLE;
 	snprintf(member, len, "%s", m->name);
+	if (addr)
+		snprintf(addr, addr_len, "%s", m->addr);
 	return RDMX_OK;
 }
 

@@ -71,7 +71,7 @@ static int put_key(struct rdmx_kv_cluster *cl, int i)
 	assert_int_equal(rdmx_kv_cluster_put(cl, k, strlen(k), k, strlen(k)),
 			 RDMX_OK);
 	assert_int_equal(rdmx_kv_cluster_owner(cl, k, strlen(k), owner,
-					       sizeof(owner)),
+					       sizeof(owner), NULL, 0),
 			 RDMX_OK);
 	return owner[1] - '0';
 }
