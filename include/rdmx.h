@@ -133,6 +133,34 @@ typedef rdmx_status (*rdmx_resolve_fn)(void *arg, const char *name, char *addr,
 /* rdmx_ctx_set_resolver - install @fn (NULL: none) for @ctx's "@NAME"s. */
 void rdmx_ctx_set_resolver(struct rdmx_ctx *ctx, rdmx_resolve_fn fn, void *arg);
 
+/*
+ * rdmx_config_table - the configuration as rdmx_ctx_create would read it
+ * (built-in defaults, then @file, else $RDMX_CONFIG, then RDMX_* variables;
+ * @file NULL: no file but $RDMX_CONFIG), one call of @fn per key in table
+ * order, for tools that show it (rdmx info --config). The strings live for
+ * the call only. RDMX_ERR_CONFIG, logged, if it does not load.
+ */
+struct rdmx_config_key {
+	const char *key; /* "conn.max_send_wr", as in the YAML file */
+	const char *value; /* in effect, in text, as rdmx_ctx_config gives it */
+	const char *dflt; /* the built-in default ("" if none) */
+	const char *source; /* "default", "file" or "env" */
+	const char *env; /* the variable that overrides it */
+	const char *doc; /* one line */
+};
+typedef void (*rdmx_config_fn)(void *arg, const struct rdmx_config_key *key);
+rdmx_status rdmx_config_table(const char *file, rdmx_config_fn fn, void *arg);
+
+/*
+ * rdmx_addr_split - split an address as rdmx_connect and rdmx_listen read
+ * it: "host:port", "[v6]:port", ":port", "port" or "host". A missing host
+ * is "" (any address when listening, the local host when connecting); a
+ * missing port is rdmx's default, 18515. RDMX_ERR_INVALID, logged, when
+ * malformed or when @host_len or @port_len is too small.
+ */
+rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
+			    char *port, size_t port_len);
+
 /* ------------------------------------------------------------------------ */
 /* Memory registration                                                      */
 
@@ -264,6 +292,13 @@ enum rdmx_transport_bits {
 	RDMX_TP_SHM = 1 << 1,
 	RDMX_TP_VERBS = 1 << 2,
 };
+
+/*
+ * rdmx_transports_built - the RDMX_TP_* this librdmx carries (verbs only
+ * where it was built with rdma-core). Bit n is transport n of
+ * rdmx_transport_name and of rdmx_ctx_stats.
+ */
+unsigned rdmx_transports_built(void);
 
 /* The most private data a side may send with a connection. */
 #define RDMX_PRIVATE_DATA_MAX 256

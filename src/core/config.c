@@ -34,7 +34,7 @@ struct rdmx_config_row {
 
 #define RDMX_CFG_FIELD(f) offsetof(struct rdmx_config, f)
 
-static const struct rdmx_config_row rdmx_config_table[] = {
+static const struct rdmx_config_row rdmx_config_keys[] = {
 	{ "log.level", "warn", RDMX_CFG_LOGLEVEL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(log_level),
 	  "Least severe log level printed: off, error, warn, info or debug." },
@@ -170,7 +170,7 @@ static const struct rdmx_config_row rdmx_config_table[] = {
 };
 
 #define RDMX_CONFIG_NROWS                                                      \
-	((int)(sizeof(rdmx_config_table) / sizeof(rdmx_config_table[0])))
+	((int)(sizeof(rdmx_config_keys) / sizeof(rdmx_config_keys[0])))
 
 /* Index i is log level i - 1: "off" prints nothing. */
 static const char *const rdmx_log_level_names[] = { "off", "error", "warn",
@@ -351,8 +351,8 @@ static void rdmx_config_env_name(const char *key, char *env, size_t len)
 static const struct rdmx_config_row *rdmx_config_find(const char *key)
 {
 	for (int i = 0; i < RDMX_CONFIG_NROWS; i++)
-		if (!strcmp(rdmx_config_table[i].key, key))
-			return &rdmx_config_table[i];
+		if (!strcmp(rdmx_config_keys[i].key, key))
+			return &rdmx_config_keys[i];
 	return NULL;
 }
 
@@ -428,7 +428,7 @@ static rdmx_status rdmx_config_yaml_map(yaml_parser_t *p, const char *prefix,
 				rdmx_config_log_bad(row, v, file);
 				st = RDMX_ERR_CONFIG;
 			} else if (src) {
-				src[row - rdmx_config_table] = RDMX_CONFIG_FILE;
+				src[row - rdmx_config_keys] = RDMX_CONFIG_FILE;
 			}
 			yaml_event_delete(&val);
 		} else {
@@ -508,8 +508,8 @@ rdmx_status rdmx_config_load(const char *file, struct rdmx_config *cfg,
 	memset(cfg, 0, sizeof(*cfg));
 	for (i = 0; i < RDMX_CONFIG_NROWS; i++) {
 		/* Defaults are ours: a failure here is a bug in the table. */
-		if (rdmx_config_set(&rdmx_config_table[i], cfg,
-				    rdmx_config_table[i].dfl))
+		if (rdmx_config_set(&rdmx_config_keys[i], cfg,
+				    rdmx_config_keys[i].dfl))
 			return RDMX_ERR_CONFIG;
 		if (src)
 			src[i] = RDMX_CONFIG_DEFAULT;
@@ -522,7 +522,7 @@ rdmx_status rdmx_config_load(const char *file, struct rdmx_config *cfg,
 			return st;
 	}
 	for (i = 0; i < RDMX_CONFIG_NROWS; i++) {
-		const struct rdmx_config_row *row = &rdmx_config_table[i];
+		const struct rdmx_config_row *row = &rdmx_config_keys[i];
 		const char *v;
 
 		rdmx_config_env_name(row->key, env, sizeof(env));
@@ -544,7 +544,7 @@ void rdmx_config_describe(const struct rdmx_config *cfg, int i,
 			  const char **dfl_p, const char **doc_p, char *env,
 			  size_t env_len)
 {
-	const struct rdmx_config_row *row = &rdmx_config_table[i];
+	const struct rdmx_config_row *row = &rdmx_config_keys[i];
 	const char *field = (const char *)cfg + row->offset;
 
 	*key_p = row->key;
@@ -596,7 +596,7 @@ rdmx_status rdmx_config_get(const struct rdmx_config *cfg, const char *key,
 		rdmx_error("config: no key %s (rdmx info lists them)", key);
 		return RDMX_ERR_NOT_FOUND;
 	}
-	rdmx_config_describe(cfg, (int)(row - rdmx_config_table), &k, val,
+	rdmx_config_describe(cfg, (int)(row - rdmx_config_keys), &k, val,
 			     sizeof(val), &dfl, &doc, env, sizeof(env));
 	if (strlen(val) >= len) {
 		rdmx_error("config: %s is %zu bytes, more than the %zu given",
@@ -604,5 +604,30 @@ rdmx_status rdmx_config_get(const struct rdmx_config *cfg, const char *key,
 		return RDMX_ERR_INVALID;
 	}
 	memcpy(buf, val, strlen(val) + 1);
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_config_table(const char *file, rdmx_config_fn fn, void *arg)
+{
+	static const char *const sources[] = { "default", "file", "env" };
+	enum rdmx_config_source src[RDMX_CONFIG_NROWS];
+	struct rdmx_config cfg;
+	rdmx_status st;
+
+	if (!fn)
+		return rdmx_invalid("rdmx_config_table", "NULL function");
+	st = rdmx_config_load(file, &cfg, src);
+	if (st)
+		return st;
+	for (int i = 0; i < rdmx_config_rows(); i++) {
+		char val[RDMX_CONFIG_STR_MAX], env[64];
+		struct rdmx_config_key k = { .source = sources[src[i]],
+					     .value = val,
+					     .env = env };
+
+		rdmx_config_describe(&cfg, i, &k.key, val, sizeof(val), &k.dflt,
+				     &k.doc, env, sizeof(env));
+		fn(arg, &k);
+	}
 	return RDMX_OK;
 }

@@ -31,6 +31,16 @@ const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id)
 	return NULL;
 }
 
+unsigned rdmx_transports_built(void)
+{
+	unsigned bits = 0;
+
+	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++)
+		if (rdmx_transport_by_id(i))
+			bits |= 1u << i;
+	return bits;
+}
+
 rdmx_status rdmx_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
 			      const char *what)
 {

@@ -23,7 +23,7 @@ rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
 	char *end;
 	long num;
 
-	if (!addr)
+	if (!addr || !host || !port)
 		goto err;
 	if (*addr == '[') { /* [v6]:port */
 		colon = strchr(addr, ']');

@@ -11,14 +11,7 @@
 
 #define RDMX_DEFAULT_PORT "18515"
 
-/*
- * Split "host:port", "[v6]:port", ":port", "port" or "host" into parts.
- * A missing host is "" (any address when listening); a missing port is
- * RDMX_DEFAULT_PORT. RDMX_ERR_INVALID, logged, when malformed.
- */
-rdmx_status rdmx_addr_split(const char *addr, char *host, size_t host_len,
-			    char *port, size_t port_len);
-
+/* rdmx_addr_split is public: rdmx.h. */
 rdmx_status rdmx_sock_listen(const char *addr, int *fd_p, int *port_p);
 /* @src: the local address to connect from ("" or NULL: the kernel's). */
 rdmx_status rdmx_sock_connect(const char *addr, const char *src, int timeout_ms,

@@ -38,6 +38,12 @@ static void test_addr_split(void **state)
 			 RDMX_ERR_INVALID);
 	assert_int_equal(rdmx_addr_split(NULL, h, sizeof(h), p, sizeof(p)),
 			 RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_addr_split("h:1", NULL, 0, p, sizeof(p)),
+			 RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_addr_split("h:1", h, sizeof(h), NULL, 0),
+			 RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_addr_split("host:1", h, 3, p, sizeof(p)),
+			 RDMX_ERR_INVALID); /* too small for "host" */
 }
 
 static void test_conn_errors(void **state)

@@ -81,6 +81,64 @@ static void test_config_yaml_then_env(void **state)
 	}
 }
 
+struct table_seen {
+	int rows;
+	int env_rows;
+	char max_send_wr[32];
+	char source[16];
+};
+
+static void table_row(void *arg, const struct rdmx_config_key *k)
+{
+	struct table_seen *seen = arg;
+
+	seen->rows++;
+	assert_non_null(k->doc);
+	assert_true(!strncmp(k->env, "RDMX_", 5));
+	if (!strcmp(k->source, "env"))
+		seen->env_rows++;
+	if (!strcmp(k->key, "conn.max_send_wr")) {
+		snprintf(seen->max_send_wr, sizeof(seen->max_send_wr), "%s",
+			 k->value);
+		snprintf(seen->source, sizeof(seen->source), "%s", k->source);
+		assert_string_equal(k->dflt, "1024");
+	}
+}
+
+/* The public table: what rdmx info --config prints. */
+static void test_config_table_public(void **state)
+{
+	struct table_seen seen = { 0 };
+
+	(void)state;
+	write_yaml("conn:\n  max_send_wr: 300\n");
+	assert_int_equal(rdmx_config_table(path, table_row, &seen), RDMX_OK);
+	assert_int_equal(seen.rows, rdmx_config_rows());
+	assert_string_equal(seen.max_send_wr, "300");
+	assert_string_equal(seen.source, "file");
+	assert_int_equal(seen.env_rows, 0);
+	setenv("RDMX_CONN_MAX_SEND_WR", "77", 1);
+	memset(&seen, 0, sizeof(seen));
+	assert_int_equal(rdmx_config_table(path, table_row, &seen), RDMX_OK);
+	assert_string_equal(seen.max_send_wr, "77");
+	assert_string_equal(seen.source, "env");
+	assert_int_equal(seen.env_rows, 1);
+	/* Nothing is called for a table that does not load. */
+	setenv("RDMX_CONN_MAX_SEND_WR", "lots", 1);
+	memset(&seen, 0, sizeof(seen));
+	assert_int_equal(rdmx_config_table(path, table_row, &seen),
+			 RDMX_ERR_CONFIG);
+	assert_int_equal(seen.rows, 0);
+	assert_int_equal(rdmx_config_table(path, NULL, NULL), RDMX_ERR_INVALID);
+	/* tcp and shm are always built; nothing past verbs. */
+	assert_int_equal(rdmx_transports_built() & (RDMX_TP_TCP | RDMX_TP_SHM),
+			 RDMX_TP_TCP | RDMX_TP_SHM);
+	assert_int_equal(rdmx_transports_built() &
+				 ~(unsigned)(RDMX_TP_TCP | RDMX_TP_SHM |
+					     RDMX_TP_VERBS),
+			 0);
+}
+
 static void test_config_bad_values_fail(void **state)
 {
 	struct rdmx_config cfg;
@@ -132,6 +190,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_config_defaults, teardown),
 		cmocka_unit_test_teardown(test_config_yaml_then_env, teardown),
+		cmocka_unit_test_teardown(test_config_table_public, teardown),
 		cmocka_unit_test_teardown(test_config_bad_values_fail,
 					  teardown),
 		cmocka_unit_test_teardown(test_config_units, teardown),
