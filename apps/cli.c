@@ -9,8 +9,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "config.h"
-#include "sock.h"
 
 volatile sig_atomic_t cli_stop;
 
@@ -188,11 +186,11 @@ rdmx_status cli_session_open(struct cli_session *s, const char *config)
 		st = rdmx_mr_reg(s->ctx, s->in, CLI_MSG,
 				 RDMX_ACCESS_LOCAL_WRITE, &s->in_mr);
 	if (!st) {
-		struct rdmx_config cfg;
+		char on[8];
 
 		/* The context read it already: this cannot fail now. */
-		if (!rdmx_config_load(config, &cfg, NULL))
-			s->use_srq = cfg.conn_use_srq;
+		if (!rdmx_ctx_config(s->ctx, "conn.use_srq", on, sizeof(on)))
+			s->use_srq = !strcmp(on, "on");
 	}
 	return st;
 }

@@ -1,40 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /* rdmx info - what this build can do and how it is configured. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "rdmx_registry.h"
-#include "config.h"
-#include "core.h"
 
-static const char *const info_sources[] = { "default", "file", "env" };
+static void info_config_row(void *arg, const struct rdmx_config_key *k)
+{
+	bool *header = arg;
+
+	if (!*header)
+		printf("%-24s %-10s %-8s %-8s %-28s %s\n", "key", "value",
+		       "default", "source", "env", "description");
+	*header = true;
+	printf("%-24s %-10s %-8s %-8s %-28s %s\n", k->key,
+	       *k->value ? k->value : "-", *k->dflt ? k->dflt : "-", k->source,
+	       k->env, k->doc);
+}
 
 static int info_config(const char *file)
 {
-	enum rdmx_config_source src[64];
-	struct rdmx_config cfg;
+	bool header = false;
 	rdmx_status st;
 
-	if (rdmx_config_rows() > 64)
-		return cli_fail("info", "config table larger than expected");
-	st = rdmx_config_load(file, &cfg, src);
+	st = rdmx_config_table(file, info_config_row, &header);
 	if (st)
 		return cli_fail("info", "invalid configuration: %s",
 				rdmx_strerror(st));
-	printf("%-24s %-10s %-8s %-8s %-28s %s\n", "key", "value", "default",
-	       "source", "env", "description");
-	for (int i = 0; i < rdmx_config_rows(); i++) {
-		const char *key, *dfl, *doc;
-		char val[RDMX_CONFIG_STR_MAX], env[64];
-
-		rdmx_config_describe(&cfg, i, &key, val, sizeof(val), &dfl,
-				     &doc, env, sizeof(env));
-		printf("%-24s %-10s %-8s %-8s %-28s %s\n", key,
-		       *val ? val : "-", *dfl ? dfl : "-", info_sources[src[i]],
-		       env, doc);
-	}
 	return 0;
 }
 
@@ -109,13 +104,9 @@ int cli_info(int argc, char **argv)
 	}
 	printf("rdmx %d.%d\n", RDMX_VERSION_MAJOR, RDMX_VERSION_MINOR);
 	printf("transports: ");
-	for (int i = RDMX_TRANSPORT_MAX - 1; i >= 0; i--) {
-		const struct rdmx_transport_ops *ops;
-
-		ops = rdmx_transport_by_id((unsigned)i);
-		if (ops)
-			printf("%s ", ops->name);
-	}
+	for (int i = 31; i >= 0; i--) /* best first */
+		if (rdmx_transports_built() & (1u << i))
+			printf("%s ", rdmx_transport_name(i));
 	printf("(best first: verbs where both sides have an RDMA device that "
 	       "owns their address, shm between processes of one host, tcp "
 	       "otherwise)\n");

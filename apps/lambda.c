@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "config.h"
 #include "lambda.h"
 
 #define LAMBDA_MAGIC 0x524c4d42u /* "RLMB" */
@@ -155,38 +154,46 @@ static rdmx_status lambda_serve_one(struct cli_session *s, void *arg)
 	return st;
 }
 
+/* A count or a time ("5000ms") of the context's configuration. */
+static uint64_t lambda_key(const struct cli_session *s, const char *key)
+{
+	char v[64];
+
+	/* The keys are the library's own: they are always there. */
+	return rdmx_ctx_config(s->ctx, key, v, sizeof(v))
+		       ? 0
+		       : strtoull(v, NULL, 10);
+}
+
 static int lambda_server(struct lambda_server *srv)
 {
-	struct rdmx_config cfg;
+	char why[512], dir[512] = "";
 	struct cli_session s;
-	char why[512];
 	rdmx_status st;
 	int rc;
 
-	st = rdmx_config_load(srv->config, &cfg, NULL);
-	if (st)
-		return cli_fail("demo", "bad configuration: %s",
-				rdmx_strerror(st));
+	st = cli_session_open(&s, srv->config);
+	if (!st)
+		st = rdmx_ctx_config(s.ctx, "lambda.native_dir", dir,
+				     sizeof(dir));
+	if (st) {
+		cli_session_close(&s);
+		return cli_fail("demo", "cannot start: %s", rdmx_strerror(st));
+	}
 	srv->lim = (struct lambda_limits){
-		.instructions = cfg.lambda_instructions,
-		.memory = cfg.lambda_memory,
-		.time_ms = cfg.lambda_time_limit_ms,
+		.instructions = lambda_key(&s, "lambda.instructions"),
+		.memory = lambda_key(&s, "lambda.memory"),
+		.time_ms = lambda_key(&s, "lambda.time_limit"),
 	};
-	if (*cfg.lambda_native_dir &&
-	    lambda_natives_open(cfg.lambda_native_dir, &srv->nat, why,
-				sizeof(why)))
+	if (*dir && lambda_natives_open(dir, &srv->nat, why, sizeof(why))) {
+		cli_session_close(&s);
 		return cli_fail("demo", "lambda.native_dir: %s", why);
+	}
 	printf("rdmx demo: lambda limits: %" PRIu64 " instructions, %" PRIu64
 	       " bytes, %" PRIu64 " ms; %zu native libraries%s%s\n",
 	       srv->lim.instructions, srv->lim.memory, srv->lim.time_ms,
 	       lambda_natives_count(srv->nat), srv->nat ? " from " : "",
-	       srv->nat ? cfg.lambda_native_dir : "");
-	st = cli_session_open(&s, srv->config);
-	if (st) {
-		cli_session_close(&s);
-		lambda_natives_close(srv->nat);
-		return cli_fail("demo", "cannot start: %s", rdmx_strerror(st));
-	}
+	       srv->nat ? dir : "");
 	rc = cli_serve("demo", &s, srv->addr, srv->once, lambda_serve_one, srv);
 	cli_session_close(&s);
 	lambda_natives_close(srv->nat);

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "sock.h"
 
 struct cli_metrics {
 	struct MHD_Daemon *d;
