@@ -19,6 +19,8 @@ pkgs=(
 	etcd-server                        # registry tests start their own etcd
 	libibverbs-dev librdmacm-dev       # the verbs transport
 	rdma-core ibverbs-providers        # its providers (rxe, siw) at run time
+	pandoc man-db                      # man pages: Markdown rendered to roff
+	debhelper fakeroot lintian         # make deb: librdmx0, librdmx-dev, rdmx-tools
 )
 
 missing=()
