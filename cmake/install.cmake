@@ -10,6 +10,7 @@
 #   lib/cmake/rdmx/ the CMake package: find_package(rdmx CONFIG) gives
 #             rdmx::rdmx (and rdmx::rdmx_static, rdmx::page, rdmx::kv,
 #             rdmx::registry)
+#   share/man/ the man pages (man/CMakeLists.txt)
 include(CMakePackageConfigHelpers)
 
 set(RDMX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rdmx)

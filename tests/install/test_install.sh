@@ -40,6 +40,13 @@ for f in include/rdmx.h include/rdmx_page.h include/rdmx_kv.h \
 	include/rdmx_registry.h bin/rdmx; do
 	[ -e "$prefix/$f" ] && ok "installs $f" || bad "installs $f"
 done
+for f in share/man/man3/rdmx_post_write.3 share/man/man3/rdmx_mr_dereg.3 \
+	share/man/man1/rdmx.1 share/man/man7/rdmx.7; do
+	[ -e "$prefix/$f" ] && ok "installs $f" || bad "installs $f"
+done
+[ "$(man -M "$prefix/share/man" -w rdmx_post_write)" = "$prefix/share/man/man3/rdmx_post_write.3" ] &&
+	ok "man -w rdmx_post_write finds the installed page" ||
+	bad "man -w rdmx_post_write finds the installed page"
 for f in librdmx.so librdmx.a librdmx_page.a librdmx_kv.a \
 	librdmx_registry.a pkgconfig/rdmx.pc pkgconfig/rdmx_kv.pc \
 	cmake/rdmx/rdmx-config.cmake; do
