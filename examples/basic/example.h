@@ -22,7 +22,8 @@ struct example {
 	const char *addr;
 };
 
-static inline void example_die(const char *what, rdmx_status st)
+static inline __attribute__((noreturn)) void example_die(const char *what,
+							 rdmx_status st)
 {
 	fprintf(stderr, "%s: %s\n", what, rdmx_strerror(st));
 	exit(1);
