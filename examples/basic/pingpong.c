@@ -26,25 +26,35 @@ static double now_us(void)
 static void serve(struct example *ex, struct rdmx_sge *in, struct rdmx_sge *out)
 {
 	struct rdmx_completion wc;
+	rdmx_status st;
 	int rounds = 0;
 
 	for (;;) {
-		rdmx_status st = rdmx_post_recv(ex->conn, in, 1, 0);
-
+		st = rdmx_post_recv(ex->conn, in, 1, 0);
+		if (st == RDMX_ERR_CONN_LOST)
+			break; /* the client closed before we posted */
 		if (st)
 			example_die("rdmx_post_recv", st);
-		if (example_wait(ex, &wc))
-			break; /* the client closed: the RECV is flushed */
+		if (example_wait(ex, &wc)) {
+			st = wc.status; /* the client closed: the RECV ends */
+			break;
+		}
 		memcpy(out->addr, in->addr, wc.byte_len);
 		out->length = wc.byte_len;
 		st = rdmx_post_send(ex->conn, out, 0);
+		if (st == RDMX_ERR_CONN_LOST)
+			break;
 		if (st)
 			example_die("rdmx_post_send", st);
-		example_wait_ok(ex);
+		if (example_wait(ex, &wc)) {
+			st = wc.status; /* it left without waiting for this one
+					 */
+			break;
+		}
 		rounds++;
 	}
 	printf("pingpong: served %d round trips; the client left (%s)\n",
-	       rounds, rdmx_status_name(wc.status));
+	       rounds, rdmx_status_name(st));
 }
 
 static void ping(struct example *ex, struct rdmx_sge *in, struct rdmx_sge *out)
