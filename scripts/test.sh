@@ -7,6 +7,8 @@
 #               Debian kernel under qemu, with the host's build (one boot)
 #   soak        a minute of bench clients against tcp and shm servers,
 #               failing if their memory or descriptors grow
+#   packages    make install into a DESTDIR; make deb, the packages
+#               installed, used and removed (root only)
 #   build       the normal build; its suite runs last, verbosely, so every
 #               conformance case is named in the output
 set -euo pipefail
@@ -66,6 +68,12 @@ fi
 
 stage "soak: a minute of bench clients on tcp and shm, the servers sampled"
 scripts/soak.sh 1 build/apps/rdmx
+
+stage "packages: make install, then make deb installed, used and removed"
+tests/pkg/test_make_install.sh
+deb_rc=0
+tests/pkg/test_deb.sh || deb_rc=$?
+[ $deb_rc -eq 0 ] || [ $deb_rc -eq 77 ] || { echo "package test FAILED"; exit 1; }
 
 stage "suite (every case by name)"
 (cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
