@@ -610,6 +610,16 @@ rdmx_status rdmx_srq_post_recv(struct rdmx_srq *srq, const struct rdmx_sge *sg,
 #define RDMX_STATS_STATUSES 64 /* errors[-status] */
 #define RDMX_STATS_TRANSPORTS 3 /* tcp, shm, verbs */
 
+/* Why a peer's one-sided request was refused here (rdmx_stats.refused_by). */
+enum rdmx_refusal {
+	RDMX_REFUSED_RKEY = 0, /* no region has that rkey (or no longer) */
+	RDMX_REFUSED_BOUNDS, /* bytes outside the region of the rkey */
+	RDMX_REFUSED_ACCESS, /* the region does not grant that access */
+	RDMX_REFUSED_ALIGN, /* an atomic's address is not 8-byte aligned */
+	RDMX_REFUSED_FAULT, /* shm single copy: the peer's memory failed */
+};
+#define RDMX_STATS_REFUSALS 5
+
 /*
  * Counters of one context since it was created. "out": work requests this
  * process posted (SEND, WRITE, WRITE_IMM, READ and atomics, counted when
@@ -629,6 +639,15 @@ struct rdmx_stats {
 	/* One-sided requests of peers this side refused (bad rkey, bounds,
 	 * access), and peers cut off for too many (conn.max_access_errors). */
 	uint64_t refused, peers_cut;
+	/*
+	 * The target side: one-sided requests of peers (WRITE, WRITE_IMM,
+	 * READ, atomics) served here, and their payload bytes, by
+	 * transport and opcode. On verbs the NIC serves them without the
+	 * CPU, unseen: only tcp and shm count. refused, by reason.
+	 */
+	uint64_t served_ops[RDMX_STATS_TRANSPORTS][RDMX_STATS_OPS];
+	uint64_t served_bytes[RDMX_STATS_TRANSPORTS][RDMX_STATS_OPS];
+	uint64_t refused_by[RDMX_STATS_REFUSALS]; /* enum rdmx_refusal */
 };
 
 /* A snapshot of @ctx's counters. */

@@ -202,10 +202,12 @@ struct rdmx_mr {
  * rdmx_mr_acquire - the target side of a one-sided operation: find the live
  * registration @rkey and check that [addr, addr + len) lies inside it with
  * every bit of @access. Returns it with a reference held, to be dropped by
- * rdmx_mr_release() when the transfer ends, or NULL (and logs at debug).
+ * rdmx_mr_release() when the transfer ends, or NULL (and logs at debug),
+ * with the reason in *why_p.
  */
 struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
-				uint64_t addr, uint64_t len, unsigned access);
+				uint64_t addr, uint64_t len, unsigned access,
+				enum rdmx_refusal *why_p);
 void rdmx_mr_release(struct rdmx_mr *mr);
 
 /*
@@ -311,7 +313,11 @@ void rdmx_stats_posted_tally(struct rdmx_conn *conn,
 void rdmx_stats_completed(struct rdmx_ctx *ctx,
 			  const struct rdmx_completion *wc);
 /* A peer's one-sided request refused; @cut: the peer is cut off for it. */
-void rdmx_stats_refused(struct rdmx_ctx *ctx, bool cut);
+/* The target side: a peer's one-sided request refused (and the peer cut
+ * off, @cut), or served over transport @tp. */
+void rdmx_stats_refused(struct rdmx_ctx *ctx, bool cut, enum rdmx_refusal why);
+void rdmx_stats_served(struct rdmx_ctx *ctx, unsigned tp, enum rdmx_opcode op,
+		       uint64_t bytes);
 /* A connection of this transport opened (+1) or closed (-1). */
 void rdmx_stats_conn(struct rdmx_conn *conn, int delta);
 /* The post-time FIFO: created with the connection, stamped before a post,

@@ -182,7 +182,8 @@ void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p)
 }
 
 struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
-				uint64_t addr, uint64_t len, unsigned access)
+				uint64_t addr, uint64_t len, unsigned access,
+				enum rdmx_refusal *why_p)
 {
 	struct rdmx_mr *mr;
 	uint64_t start;
@@ -191,6 +192,7 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
 	mr = rdmx_mr_find(ctx, rkey);
 	if (!mr) {
 		rdmx_debug("remote access with unknown rkey 0x%x", rkey);
+		*why_p = RDMX_REFUSED_RKEY;
 		goto err;
 	}
 	start = (uintptr_t)mr->addr;
@@ -199,11 +201,13 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
 		rdmx_debug("remote access [0x%llx, +%llu) outside rkey 0x%x",
 			   (unsigned long long)addr, (unsigned long long)len,
 			   rkey);
+		*why_p = RDMX_REFUSED_BOUNDS;
 		goto err;
 	}
 	if ((mr->access & access) != access) {
 		rdmx_debug("remote access 0x%x not granted by rkey 0x%x",
 			   access, rkey);
+		*why_p = RDMX_REFUSED_ACCESS;
 		goto err;
 	}
 	atomic_fetch_add_explicit(&mr->refs, 1, memory_order_relaxed);

@@ -20,6 +20,11 @@ static const double rdmx_bucket_us[RDMX_STATS_BUCKETS - 1] = {
 	500, 1000, 2000, 5000, 10000, 100000, 1000000,
 };
 
+/* enum rdmx_refusal, as metrics labels. */
+static const char *const rdmx_refusal_names[RDMX_STATS_REFUSALS] = {
+	"rkey", "bounds", "access", "align", "fault",
+};
+
 struct rdmx_lat {
 	pthread_mutex_t lock;
 	uint64_t *stamp; /* ns; a ring of cap entries */
@@ -157,11 +162,22 @@ void rdmx_stats_completed(struct rdmx_ctx *ctx,
 	pthread_mutex_unlock(&lat->lock);
 }
 
-void rdmx_stats_refused(struct rdmx_ctx *ctx, bool cut)
+void rdmx_stats_refused(struct rdmx_ctx *ctx, bool cut, enum rdmx_refusal why)
 {
 	rdmx_add(&ctx->stats.refused, 1);
+	if ((unsigned)why < RDMX_STATS_REFUSALS)
+		rdmx_add(&ctx->stats.refused_by[why], 1);
 	if (cut)
 		rdmx_add(&ctx->stats.peers_cut, 1);
+}
+
+void rdmx_stats_served(struct rdmx_ctx *ctx, unsigned tp, enum rdmx_opcode op,
+		       uint64_t bytes)
+{
+	if (tp >= RDMX_STATS_TRANSPORTS || !rdmx_is_initiator(op))
+		return;
+	rdmx_add(&ctx->stats.served_ops[tp][op], 1);
+	rdmx_add(&ctx->stats.served_bytes[tp][op], bytes);
 }
 
 void rdmx_stats_conn(struct rdmx_conn *conn, int delta)
@@ -298,6 +314,20 @@ static void rdmx_prom_transports(struct rdmx_out *o, const char *metric,
 			 rdmx_transport_name(t), (unsigned long long)v[t]);
 }
 
+/* A target-side counter by transport and one-sided op. */
+static void rdmx_prom_served(struct rdmx_out *o, const char *metric,
+			     const char *help,
+			     const uint64_t (*v)[RDMX_STATS_OPS])
+{
+	rdmx_out(o, "# HELP %s %s\n# TYPE %s counter\n", metric, help, metric);
+	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
+		for (int op = RDMX_OP_WRITE; op <= RDMX_OP_CMP_SWAP; op++)
+			rdmx_out(o, "%s{transport=\"%s\",op=\"%s\"} %llu\n",
+				 metric, rdmx_transport_name(t),
+				 rdmx_opcode_name(op),
+				 (unsigned long long)v[t][op]);
+}
+
 static void rdmx_prom_latency(struct rdmx_out *o, const struct rdmx_stats *s)
 {
 	rdmx_out(o, "# HELP rdmx_op_latency_seconds From post to completion, "
@@ -355,16 +385,26 @@ size_t rdmx_stats_prometheus(const struct rdmx_stats *s, char *buf, size_t len)
 	rdmx_prom_transports(&o, "rdmx_connections_total", "counter",
 			     "Connections established, by transport.",
 			     s->conns_total);
+	rdmx_prom_served(&o, "rdmx_served_ops_total",
+			 "One-sided requests of peers served here (tcp, shm; "
+			 "on verbs the NIC serves them unseen).",
+			 s->served_ops);
+	rdmx_prom_served(&o, "rdmx_served_bytes_total",
+			 "Payload bytes of the one-sided requests of peers "
+			 "served here.",
+			 s->served_bytes);
+	rdmx_out(&o, "# HELP rdmx_refused_total One-sided requests of peers "
+		     "refused here, by reason.\n"
+		     "# TYPE rdmx_refused_total counter\n");
+	for (int r = 0; r < RDMX_STATS_REFUSALS; r++)
+		rdmx_out(&o, "rdmx_refused_total{reason=\"%s\"} %llu\n",
+			 rdmx_refusal_names[r],
+			 (unsigned long long)s->refused_by[r]);
 	rdmx_out(&o,
-		 "# HELP rdmx_refused_total One-sided requests of peers "
-		 "refused here (rkey, bounds, access).\n"
-		 "# TYPE rdmx_refused_total counter\n"
-		 "rdmx_refused_total %llu\n"
 		 "# HELP rdmx_peers_cut_total Peers cut off for too many "
 		 "refused requests (conn.max_access_errors).\n"
 		 "# TYPE rdmx_peers_cut_total counter\n"
 		 "rdmx_peers_cut_total %llu\n",
-		 (unsigned long long)s->refused,
 		 (unsigned long long)s->peers_cut);
 	return o.need;
 }

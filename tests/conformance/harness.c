@@ -46,6 +46,18 @@ double time_scale(void)
 	return v >= 1.0 ? v : 1.0;
 }
 
+int transport_index(const struct rdmx_conn *conn)
+{
+	struct rdmx_conn_info info;
+
+	rdmx_conn_info(conn, &info);
+	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
+		if (!strcmp(info.transport, rdmx_transport_name(t)))
+			return t;
+	fail_msg("unknown transport %s", info.transport);
+	return -1;
+}
+
 bool conn_has(const struct rdmx_conn *conn, unsigned flags)
 {
 	struct rdmx_conn_info info;

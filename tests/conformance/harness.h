@@ -140,6 +140,9 @@ const char *suite_transport(void);
 bool errors_close(const struct rdmx_conn *conn);
 /* rdmx_conn_info(conn).flags has all of @flags. */
 bool conn_has(const struct rdmx_conn *conn, unsigned flags);
+/* The connection's transport as an index of rdmx_stats' per-transport
+ * arrays (rdmx_transport_name). */
+int transport_index(const struct rdmx_conn *conn);
 /*
  * @st is a READ's refusal: RDMX_ERR_REMOTE_ACCESS, or, where completion is
  * local (iWARP), possibly the end of the connection the Terminate brings.

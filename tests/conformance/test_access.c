@@ -322,6 +322,70 @@ static void test_mr_probe_cut_off(void **state)
 }
 
 /*
+ * The target counts what it refused, by reason, and what it served: one
+ * READ of each kind of refusal, then a good WRITE. (A misaligned atomic
+ * cannot be posted: tests/regress/10-hostile-sw-peer.c sends one.)
+ * Software transports only: a NIC refuses and serves unseen by the CPU.
+ */
+static void test_mr_refusals_by_reason(void **state)
+{
+	static const struct {
+		enum rdmx_refusal why;
+		int64_t off; /* from the region's start */
+		bool bad_key;
+	} cases[] = {
+		{ RDMX_REFUSED_RKEY, 0, true },
+		{ RDMX_REFUSED_BOUNDS, LEN - 8, false },
+		{ RDMX_REFUSED_ACCESS, 0, false },
+	};
+	struct rdmx_stats s0, s;
+	struct rig r;
+
+	(void)state;
+	/* No REMOTE_READ: a READ in bounds with the right key is refused
+	 * for access; the bounds case reads 64 bytes from 8 before the end. */
+	rig_open(&r, RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	if (errors_close(r.p.cconn)) {
+		rig_close(&r);
+		suite_skip("%s: the NIC refuses, unseen by the CPU",
+			   suite_transport());
+	}
+	rdmx_ctx_stats(r.p.s.ctx, &s0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rdmx_sge d = sge_of(&r.src, 0, 64);
+		uint32_t key = r.rem.rkey ^
+			       (cases[i].bad_key ? 0x80000001u : 0);
+
+		assert_int_equal(rdmx_post_read(r.p.cconn, &d,
+						r.rem.addr + cases[i].off, key,
+						i),
+				 RDMX_OK);
+		expect_wc(r.p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_READ);
+		rdmx_ctx_stats(r.p.s.ctx, &s);
+		assert_int_equal(s.refused_by[cases[i].why] -
+					 s0.refused_by[cases[i].why],
+				 1);
+		assert_int_equal(s.refused - s0.refused, i + 1);
+	}
+	/* Nothing refused was counted as served; a good WRITE is. */
+	for (int op = 0; op < RDMX_STATS_OPS; op++)
+		assert_int_equal(s.served_ops[transport_index(r.p.cconn)][op],
+				 s0.served_ops[transport_index(r.p.cconn)][op]);
+	expect_target_alive(&r);
+	rdmx_ctx_stats(r.p.s.ctx, &s);
+	assert_int_equal(
+		s.served_ops[transport_index(r.p.cconn)][RDMX_OP_WRITE] -
+			s0.served_ops[transport_index(r.p.cconn)][RDMX_OP_WRITE],
+		1);
+	assert_int_equal(
+		s.served_bytes[transport_index(r.p.cconn)][RDMX_OP_WRITE] -
+			s0.served_bytes[transport_index(r.p.cconn)]
+				       [RDMX_OP_WRITE],
+		64);
+	rig_close(&r);
+}
+
+/*
  * After a refused WRITE, a READ posted once the refusal had time to come
  * back, and the RECV posted before, complete, whatever the transport does
  * with the refusal, and soon. On siw the WRITE completes once sent, the
@@ -533,6 +597,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mr_missing_access),
 		cmocka_unit_test(test_mr_deregistered),
 		cmocka_unit_test(test_mr_probe_cut_off),
+		cmocka_unit_test(test_mr_refusals_by_reason),
 		cmocka_unit_test(test_mr_write_imm_refused_keeps_recv),
 		cmocka_unit_test(test_mr_refused_write_then_read_completes),
 		cmocka_unit_test(test_mr_dereg_during_read),

@@ -7,6 +7,7 @@
  */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -22,18 +23,6 @@ static uint64_t bucket_sum(const struct rdmx_stats *s, int op)
 	for (int b = 0; b < RDMX_STATS_BUCKETS; b++)
 		n += s->lat_bucket[op][b];
 	return n;
-}
-
-static int transport_index(const struct rdmx_conn *conn)
-{
-	struct rdmx_conn_info info;
-
-	rdmx_conn_info(conn, &info);
-	for (int t = 0; t < RDMX_STATS_TRANSPORTS; t++)
-		if (!strcmp(info.transport, rdmx_transport_name(t)))
-			return t;
-	fail_msg("unknown transport %s", info.transport);
-	return -1;
 }
 
 static void post_writes(struct pair *p, struct buf *src,
@@ -87,9 +76,9 @@ static void test_stats_count_ops_bytes_latency(void **state)
 	struct buf src, dst, msg;
 	struct rdmx_remote rem;
 	struct rdmx_sge sg;
-	char *text;
+	char *text, line[96];
 	size_t len;
-	int t;
+	int t, served;
 
 	(void)state;
 	pair_open_with(&p, "RDMX_METRICS_LATENCY", "on");
@@ -133,6 +122,21 @@ static void test_stats_count_ops_bytes_latency(void **state)
 	/* The target's process posted nothing but its RECVs and share. */
 	assert_int_equal(s.ops_out[RDMX_OP_WRITE], 0);
 	t = transport_index(p.cconn);
+	/* The target's side: what it served, where the CPU sees it. */
+	served = strcmp(rdmx_transport_name(t), "verbs") ? 1 : 0;
+	assert_int_equal(s.served_ops[t][RDMX_OP_WRITE] -
+				 s0.served_ops[t][RDMX_OP_WRITE],
+			 served * N);
+	assert_int_equal(s.served_bytes[t][RDMX_OP_WRITE] -
+				 s0.served_bytes[t][RDMX_OP_WRITE],
+			 served * N * SZ);
+	assert_int_equal(s.served_ops[t][RDMX_OP_READ] -
+				 s0.served_ops[t][RDMX_OP_READ],
+			 served * 4);
+	assert_int_equal(s.served_bytes[t][RDMX_OP_READ] -
+				 s0.served_bytes[t][RDMX_OP_READ],
+			 served * 4 * SZ);
+	assert_int_equal(c.served_ops[t][RDMX_OP_WRITE], 0); /* the initiator */
 	assert_int_equal(c.conns_open[t], 1);
 	assert_int_equal(c.conns_total[t], 1);
 	assert_int_equal(s.conns_open[t], 1);
@@ -147,6 +151,19 @@ static void test_stats_count_ops_bytes_latency(void **state)
 	assert_non_null(strstr(
 		text,
 		"rdmx_op_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 4\n"));
+	free(text);
+	/* The target's text has its served counters. */
+	len = rdmx_stats_prometheus(&s, NULL, 0);
+	text = malloc(len + 1);
+	assert_non_null(text);
+	rdmx_stats_prometheus(&s, text, len + 1);
+	snprintf(line, sizeof(line),
+		 "rdmx_served_bytes_total{transport=\"%s\",op=\"write\"} "
+		 "%llu\n",
+		 rdmx_transport_name(t),
+		 (unsigned long long)s.served_bytes[t][RDMX_OP_WRITE]);
+	assert_non_null(strstr(text, line));
+	assert_non_null(strstr(text, "rdmx_refused_total{reason=\"rkey\"} "));
 	free(text);
 	buf_free(&src);
 	buf_free(&dst);

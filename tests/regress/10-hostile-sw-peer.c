@@ -73,6 +73,9 @@ static void rig_open(struct rig *r, const char *var, const char *value)
 	rig_connect(r);
 }
 
+/* The peer's memory is gone (fake_move fails as process_vm_* would). */
+static bool fake_move_fails;
+
 /* A socket pretending to reach the peer's memory, as shm does. */
 static ssize_t fake_move(struct rdmx_sw_conn *c, const struct iovec *local,
 			 int nlocal, const struct iovec *remote, int nremote)
@@ -80,6 +83,8 @@ static ssize_t fake_move(struct rdmx_sw_conn *c, const struct iovec *local,
 	(void)c;
 	(void)remote;
 	(void)nremote;
+	if (fake_move_fails)
+		return -EFAULT;
 	return nlocal ? (ssize_t)local[0].iov_len : 0;
 }
 
@@ -504,6 +509,109 @@ static void test_srq_ask_is_capped(void **state)
 	rig_close(&r);
 }
 
+/*
+ * Atomics only a crafted peer can send: one at an address that is not
+ * 8-byte aligned is refused (the API refuses to post one) and counted
+ * under that reason; a good one is served and counted as served.
+ */
+static void test_misaligned_atomic_refused_and_counted(void **state)
+{
+	uint64_t *word = aligned_alloc(64, 64);
+	struct rdmx_stats st;
+	struct rdmx_sw_hdr h;
+	struct rdmx_mr *mr;
+	struct rig r;
+
+	(void)state;
+	rig_open(&r, NULL, NULL);
+	peer_hello(&r, 16);
+	word[0] = 5;
+	assert_int_equal(rdmx_mr_reg(r.ctx, word, 64,
+				     RDMX_ACCESS_LOCAL_WRITE |
+					     RDMX_ACCESS_REMOTE_ATOMIC,
+				     &mr),
+			 RDMX_OK);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_ATOMIC_REQ,
+				  .op = RDMX_SW_FETCH_ADD,
+				  .seq = 0,
+				  .rkey = mr->rkey,
+				  .addr = (uintptr_t)word + 4,
+				  .arg0 = 1 };
+	peer_frame(&r, &h, NULL, 0);
+	h = peer_hdr(&r);
+	assert_int_equal(h.type, RDMX_SW_NAK);
+	assert_int_equal(h.op, RDMX_SW_NAK_ACCESS);
+	assert_int_equal(word[0], 5);
+	rdmx_ctx_stats(r.ctx, &st);
+	assert_int_equal(st.refused_by[RDMX_REFUSED_ALIGN], 1);
+	assert_int_equal(st.refused, 1);
+	assert_int_equal(st.served_ops[RDMX_TRANSPORT_TCP][RDMX_OP_FETCH_ADD],
+			 0);
+
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_ATOMIC_REQ,
+				  .op = RDMX_SW_FETCH_ADD,
+				  .seq = 1,
+				  .rkey = mr->rkey,
+				  .addr = (uintptr_t)word,
+				  .arg0 = 2 };
+	peer_frame(&r, &h, NULL, 0);
+	h = peer_hdr(&r);
+	assert_int_equal(h.type, RDMX_SW_ATOMIC_RESP);
+	assert_int_equal(h.arg0, 5);
+	assert_int_equal(word[0], 7);
+	rdmx_ctx_stats(r.ctx, &st);
+	assert_int_equal(st.served_ops[RDMX_TRANSPORT_TCP][RDMX_OP_FETCH_ADD],
+			 1);
+	assert_int_equal(st.served_bytes[RDMX_TRANSPORT_TCP][RDMX_OP_FETCH_ADD],
+			 8);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	free(word);
+	rig_close(&r);
+}
+
+/*
+ * A WRITE by reference whose bytes cannot be pulled from the peer (its
+ * memory went away, as a truncated memfd does) is refused, counted under
+ * "fault", and not served.
+ */
+static void test_byref_fault_refused_and_counted(void **state)
+{
+	uint8_t region[64] = { 0 }, ref[RDMX_SW_REF_LEN];
+	struct rdmx_stats st;
+	struct rdmx_sw_hdr h;
+	struct rdmx_mr *mr;
+	struct rig r;
+
+	(void)state;
+	byref_open(&r, 1);
+	peer_hello(&r, 16);
+	assert_int_equal(rdmx_mr_reg(r.ctx, region, sizeof(region),
+				     RDMX_ACCESS_LOCAL_WRITE |
+					     RDMX_ACCESS_REMOTE_WRITE,
+				     &mr),
+			 RDMX_OK);
+	rdmx_put_be(ref, 0x10000, 8); /* the peer's buffer, "gone" */
+	rdmx_put_be(ref + 8, sizeof(region), 8);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_WRITE,
+				  .flags = RDMX_SW_F_BYREF,
+				  .op = 1,
+				  .seq = 0,
+				  .length = sizeof(region),
+				  .rkey = mr->rkey,
+				  .addr = (uintptr_t)region };
+	fake_move_fails = true;
+	peer_frame(&r, &h, ref, sizeof(ref));
+	h = peer_hdr(&r);
+	fake_move_fails = false;
+	assert_int_equal(h.type, RDMX_SW_NAK);
+	assert_int_equal(h.op, RDMX_SW_NAK_ACCESS);
+	rdmx_ctx_stats(r.ctx, &st);
+	assert_int_equal(st.refused_by[RDMX_REFUSED_FAULT], 1);
+	assert_int_equal(st.served_ops[RDMX_TRANSPORT_TCP][RDMX_OP_WRITE], 0);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	rig_close(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -515,6 +623,8 @@ int main(void)
 		cmocka_unit_test(test_ring_read_answered_by_reference),
 		cmocka_unit_test(test_byref_read_answered_with_bytes),
 		cmocka_unit_test(test_srq_ask_is_capped),
+		cmocka_unit_test(test_misaligned_atomic_refused_and_counted),
+		cmocka_unit_test(test_byref_fault_refused_and_counted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -208,6 +208,7 @@ struct rdmx_sw_conn {
 	int rx_niov, rx_iov_i;
 	uint64_t rx_left;
 	uint16_t rx_nak; /* answer with this NAK when placed */
+	enum rdmx_refusal rx_why; /* and why, for an access NAK */
 	uint8_t rx_refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN]; /* BYREF descriptors */
 	/*
 	 * The one-sided target of the frame being received, held while

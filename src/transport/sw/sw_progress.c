@@ -110,12 +110,21 @@ static void rdmx_sw_rx_consume(struct rdmx_sw_conn *c, const uint8_t *src,
 	}
 }
 
+/* A peer's one-sided request done here: counted by transport and op. */
+static void rdmx_sw_served(struct rdmx_sw_conn *c, enum rdmx_opcode op,
+			   uint64_t bytes)
+{
+	rdmx_stats_served(c->base.ctx, c->base.ops->id, op, bytes);
+}
+
 /*
- * Refuse request @seq. An access refusal counts against the peer: past
- * conn.max_access_errors it has been probing rkeys, and the connection
- * ends once this NAK is on its way, as a NIC's queue pair goes to error.
+ * Refuse request @seq (an access refusal for reason @why). An access
+ * refusal counts against the peer: past conn.max_access_errors it has been
+ * probing rkeys, and the connection ends once this NAK is on its way, as a
+ * NIC's queue pair goes to error.
  */
-static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code)
+static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code,
+			enum rdmx_refusal why)
 {
 	struct rdmx_sw_hdr h = { .type = RDMX_SW_NAK, .op = code, .seq = seq };
 	uint64_t max = c->base.ctx->cfg.conn_max_access_errors;
@@ -123,10 +132,10 @@ static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code)
 	if (rdmx_sw_answer(c, &h, NULL, NULL) || code != RDMX_SW_NAK_ACCESS)
 		return;
 	if (++c->access_errors <= max) {
-		rdmx_stats_refused(c->base.ctx, false);
+		rdmx_stats_refused(c->base.ctx, false, why);
 		return;
 	}
-	rdmx_stats_refused(c->base.ctx, true);
+	rdmx_stats_refused(c->base.ctx, true, why);
 	rdmx_warn("%s connection to %s: %u one-sided requests refused "
 		  "(conn.max_access_errors %llu); cutting the peer off",
 		  c->base.ops->name, c->base.info.peer_addr, c->access_errors,
@@ -284,7 +293,7 @@ static void rdmx_sw_rx_write(struct rdmx_sw_conn *c)
 		return;
 	}
 	c->rx_mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
-				   RDMX_ACCESS_REMOTE_WRITE);
+				   RDMX_ACCESS_REMOTE_WRITE, &c->rx_why);
 	if (!c->rx_mr) {
 		c->rx_nak = RDMX_SW_NAK_ACCESS;
 		rdmx_sw_rx_expect(c, NULL, 0);
@@ -310,9 +319,9 @@ static void rdmx_sw_rx_read_req(struct rdmx_sw_conn *c)
 
 	if (h->length) {
 		mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
-				     RDMX_ACCESS_REMOTE_READ);
+				     RDMX_ACCESS_REMOTE_READ, &c->rx_why);
 		if (!mr && !(h->flags & RDMX_SW_F_BYREF)) {
-			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
+			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS, c->rx_why);
 			return;
 		}
 	}
@@ -327,21 +336,23 @@ static void rdmx_sw_rx_read_req(struct rdmx_sw_conn *c)
 	 */
 	src.iov_base = (void *)(uintptr_t)h->addr;
 	src.iov_len = h->length;
-	rdmx_sw_answer(c, &a, mr, &src);
+	if (!rdmx_sw_answer(c, &a, mr, &src))
+		rdmx_sw_served(c, RDMX_OP_READ, h->length);
 }
 
 static void rdmx_sw_rx_atomic(struct rdmx_sw_conn *c)
 {
 	const struct rdmx_sw_hdr *h = &c->rx_h;
 	struct rdmx_sw_hdr a = { .type = RDMX_SW_ATOMIC_RESP, .seq = h->seq };
+	enum rdmx_refusal why = RDMX_REFUSED_ALIGN;
 	struct rdmx_mr *mr = NULL;
 	uint64_t *p, old;
 
 	if (!(h->addr & 7))
 		mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, 8,
-				     RDMX_ACCESS_REMOTE_ATOMIC);
+				     RDMX_ACCESS_REMOTE_ATOMIC, &why);
 	if (!mr) {
-		rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS);
+		rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS, why);
 		return;
 	}
 	/* Hardware atomics: atomic against every other initiator's too. */
@@ -355,7 +366,11 @@ static void rdmx_sw_rx_atomic(struct rdmx_sw_conn *c)
 	}
 	rdmx_mr_release(mr);
 	a.arg0 = old;
-	rdmx_sw_answer(c, &a, NULL, NULL);
+	if (!rdmx_sw_answer(c, &a, NULL, NULL))
+		rdmx_sw_served(c,
+			       h->op == RDMX_SW_FETCH_ADD ? RDMX_OP_FETCH_ADD
+							  : RDMX_OP_CMP_SWAP,
+			       8);
 }
 
 /* ---- initiator side: answers ------------------------------------------- */
@@ -542,10 +557,12 @@ static void rdmx_sw_rx_done_byref(struct rdmx_sw_conn *c, bool pull)
 {
 	int rc = rdmx_sw_byref_move(c, pull);
 
-	if (rc == -EPROTO)
+	if (rc == -EPROTO) {
 		rdmx_sw_proto_fail(c, "BYREF descriptors do not add up");
-	else if (rc)
+	} else if (rc) {
 		c->rx_nak = RDMX_SW_NAK_ACCESS;
+		c->rx_why = RDMX_REFUSED_FAULT;
+	}
 }
 
 /* The whole payload of the current frame has arrived. */
@@ -564,7 +581,7 @@ static bool rdmx_sw_rx_target_end(struct rdmx_sw_conn *c, bool byref,
 	if (c->dead)
 		return false;
 	if (c->rx_nak) {
-		rdmx_sw_nak(c, c->rx_h.seq, RDMX_SW_NAK_ACCESS);
+		rdmx_sw_nak(c, c->rx_h.seq, RDMX_SW_NAK_ACCESS, c->rx_why);
 		return false;
 	}
 	return true;
@@ -583,7 +600,7 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 		if (c->rx_nak) {
 			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV,
 					 RDMX_ERR_LOCAL_LENGTH, h->length, 0);
-			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_LENGTH);
+			rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_LENGTH, 0);
 		} else {
 			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV, RDMX_OK,
 					 h->length, 0);
@@ -595,6 +612,10 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 	case RDMX_SW_WRITE_IMM:
 		if (!rdmx_sw_rx_target_end(c, h->flags & RDMX_SW_F_BYREF, true))
 			break;
+		rdmx_sw_served(c,
+			       h->type == RDMX_SW_WRITE ? RDMX_OP_WRITE
+							: RDMX_OP_WRITE_IMM,
+			       h->length);
 		if (h->type == RDMX_SW_WRITE_IMM) {
 			r = rdmx_sw_rq_pop(c);
 			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV_IMM, RDMX_OK,
@@ -610,7 +631,8 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 						 .seq = h->seq,
 						 .length = h->length };
 
-			rdmx_sw_answer(c, &a, NULL, NULL);
+			if (!rdmx_sw_answer(c, &a, NULL, NULL))
+				rdmx_sw_served(c, RDMX_OP_READ, h->length);
 		}
 		break;
 	case RDMX_SW_READ_RESP:
@@ -678,7 +700,8 @@ static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
 	c->rx_mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, h->length,
 				   h->type == RDMX_SW_READ_REQ
 					   ? RDMX_ACCESS_REMOTE_READ
-					   : RDMX_ACCESS_REMOTE_WRITE);
+					   : RDMX_ACCESS_REMOTE_WRITE,
+				   &c->rx_why);
 	if (c->rx_mr)
 		return;
 	rdmx_info("%s connection to %s: rkey 0x%x was deregistered while a "
