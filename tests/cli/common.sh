@@ -28,6 +28,16 @@ start() {
 }
 serve() { start "$rdmx" demo "$@"; }
 
+# wait_grep FILE PATTERN: wait up to 10 s for an extended regex in FILE (a
+# server's later lines: it listens before it publishes).
+wait_grep() {
+	for _ in $(seq 200); do
+		grep -qE "$2" "$1" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # Is $rdmx an ASan or TSan build (runtime linked in or not)?
 sanitized() { grep -qaE '__(a|t)san_init' "$rdmx"; }
 

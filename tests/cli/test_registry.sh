@@ -24,7 +24,7 @@ watch_pid=$!
 start "$rdmx" page serve :0 --size 16m --name mem0 || exit 1
 page_pid=$server
 page_port=$port
-grep -qE "published @mem0 as [^ ]+:$port in $RDMX_REGISTRY_URL" "$tmp/server" ||
+wait_grep "$tmp/server" "published @mem0 as [^ ]+:$port in $RDMX_REGISTRY_URL" ||
 	bad "page serve did not publish: $(cat "$tmp/server")"
 if run "page bench @mem0" 0 "$rdmx" page bench @mem0 -n 500 &&
 	grep -q "every byte checked" "$tmp/out"; then
@@ -36,6 +36,7 @@ fi
 start "$rdmx" kv serve :0 --memory-mb 16 --name kv1 || exit 1
 kv_pid=$server
 kv_port=$port
+wait_grep "$tmp/server" "published @kv1" || bad "kv serve did not publish: $(cat "$tmp/server")"
 if run "kv put @kv1" 0 "$rdmx" kv put @kv1 greeting "hello by name" &&
 	run "kv get @kv1" 0 "$rdmx" kv get @kv1 greeting &&
 	[ "$(cat "$tmp/out")" = "hello by name" ]; then
