@@ -20,6 +20,7 @@ pkgs=(
 	libibverbs-dev librdmacm-dev       # the verbs transport
 	rdma-core ibverbs-providers        # its providers (rxe, siw) at run time
 	pandoc man-db                      # man pages: Markdown rendered to roff
+	jq                                 # tests: the Grafana dashboard's queries
 	debhelper fakeroot lintian         # make deb: librdmx0, librdmx-dev, rdmx-tools
 )
 
