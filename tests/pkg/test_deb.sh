@@ -77,6 +77,34 @@ done
 man rdmx_post_write 2>/dev/null | grep -q 'rdmx_post_write_imm' &&
 	ok "man rdmx_post_write reads" || bad "man rdmx_post_write reads"
 
+# The service units: valid to systemd, and their command lines, with the
+# default options, start a server that SIGTERM ends with exit 0.
+for unit in rdmx-kv rdmx-page; do
+	file=/lib/systemd/system/$unit.service
+	check "$unit.service: systemd-analyze verify" sh -c "cd / && systemd-analyze verify '$file'"
+	(
+		eval "$(sed -n 's/^Environment="\{0,1\}\(RDMX_[A-Z_]*_\(PORT\|OPTS\)\)=\(.*\)$/export \1="\3/p' "$file" |
+			sed 's/"\{0,1\}$/"/')"
+		port=$((20000 + RANDOM % 20000))
+		export RDMX_KV_PORT=$port RDMX_PAGE_PORT=$port RDMX_CONFIG=
+		cmd=$(sed -n 's/^ExecStart=//p' "$file")
+		# systemd's ${VAR} is one word, $VAR split at spaces: bash's too.
+		cmd=${cmd//\$\{RDMX_KV_PORT\}/$port}
+		cmd=${cmd//\$\{RDMX_PAGE_PORT\}/$port}
+		eval "exec $cmd" >"$tmp/$unit.log" 2>&1
+	) &
+	pid=$!
+	pids+=($pid)
+	for _ in $(seq 100); do grep -q "listening on port" "$tmp/$unit.log" 2>/dev/null && break; sleep 0.1; done
+	kill -TERM "$pid" 2>/dev/null
+	if wait "$pid" && grep -q "listening on port" "$tmp/$unit.log"; then
+		ok "$unit.service's command serves with its defaults and ends on SIGTERM, exit 0"
+	else
+		bad "$unit.service's command"
+		cat "$tmp/$unit.log"
+	fi
+done
+
 # A program built against the packages, as a user builds one.
 [ "$(pkg-config --libs rdmx | xargs)" = "-lrdmx" ] && ok "pkg-config --libs rdmx: -lrdmx" ||
 	bad "pkg-config --libs rdmx: $(pkg-config --libs rdmx 2>&1)"
