@@ -5,6 +5,7 @@
 #             librdmx_kv.a, librdmx_registry.a
 #   include/  rdmx.h and the systems' headers
 #   bin/      the rdmx CLI, linked against librdmx.so
+#   share/bash-completion/completions/rdmx  its completion
 #   lib/pkgconfig/  rdmx.pc, rdmx-static.pc, rdmx_page.pc, rdmx_kv.pc,
 #             rdmx_registry.pc
 #   lib/cmake/rdmx/ the CMake package: find_package(rdmx CONFIG) gives
@@ -24,6 +25,8 @@ install(FILES include/rdmx.h include/rdmx_page.h include/rdmx_kv.h
               include/rdmx_registry.h include/rdmx_lambda.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS rdmx_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES contrib/bash-completion/rdmx
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
 install(EXPORT rdmx-targets NAMESPACE rdmx:: FILE rdmx-targets.cmake
         DESTINATION ${RDMX_CMAKE_DIR})

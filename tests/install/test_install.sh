@@ -36,7 +36,7 @@ prefix=$tmp/prefix
 check "cmake --install --prefix" cmake --install "$build" --prefix "$prefix"
 lib=$(dirname "$(find "$prefix" -name librdmx.so.0 | head -1)")
 [ -n "$lib" ] || { bad "librdmx.so.0 installed"; exit 1; }
-for f in include/rdmx.h include/rdmx_page.h include/rdmx_kv.h \
+for f in share/bash-completion/completions/rdmx include/rdmx.h include/rdmx_page.h include/rdmx_kv.h \
 	include/rdmx_registry.h bin/rdmx; do
 	[ -e "$prefix/$f" ] && ok "installs $f" || bad "installs $f"
 done

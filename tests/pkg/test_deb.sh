@@ -58,6 +58,9 @@ check "dpkg -i" dpkg -i "${debs[@]}"
 lib=$(dpkg -L librdmx0 | grep '/librdmx.so.0$')
 [ -n "$lib" ] && ok "librdmx0 holds $lib" || bad "librdmx0 holds librdmx.so.0"
 check "rdmx info" /usr/bin/rdmx info
+[ -f /usr/share/bash-completion/completions/rdmx ] &&
+	ok "rdmx-tools installs the bash completion" ||
+	bad "rdmx-tools installs the bash completion"
 loaded=$(ldd /usr/bin/rdmx | awk '/librdmx.so/ {print $3}')
 [ -n "$loaded" ] && [ "$(realpath "$loaded")" = "$(realpath "$lib")" ] &&
 	ok "/usr/bin/rdmx loads the packaged librdmx" ||
