@@ -81,6 +81,41 @@ static inline void example_open(struct example *ex, struct rdmx_conn_attr *attr)
 	printf("connected to %s over %s\n", info.peer_addr, info.transport);
 }
 
+/*
+ * One-sided examples: the server hands its region's descriptor to the
+ * client as the connection's private data, so that the client can WRITE
+ * or READ at once, with no SEND/RECV first. On the server: @mr's packed
+ * descriptor, in @desc (which must live until the connection is up), goes
+ * into @attr.
+ */
+static inline void example_offer_region(struct rdmx_mr *mr,
+					uint8_t desc[RDMX_REMOTE_PACKED_LEN],
+					struct rdmx_conn_attr *attr)
+{
+	struct rdmx_remote remote;
+
+	rdmx_mr_remote(mr, &remote);
+	rdmx_remote_pack(&remote, desc);
+	attr->mask |= RDMX_CONN_ATTR_PRIVATE_DATA;
+	attr->private_data = desc;
+	attr->private_data_len = RDMX_REMOTE_PACKED_LEN;
+}
+
+/* On the client: the server's region, from the connection's private data. */
+static inline struct rdmx_remote example_peer_region(struct example *ex)
+{
+	struct rdmx_remote remote;
+	const void *pd;
+	size_t len;
+	rdmx_status st;
+
+	pd = rdmx_conn_private_data(ex->conn, &len);
+	st = rdmx_remote_unpack(pd, len, &remote);
+	if (st)
+		example_die("the server's descriptor", st);
+	return remote;
+}
+
 /* Wait for the next completion; returns its status. */
 static inline rdmx_status example_wait(struct example *ex,
 				       struct rdmx_completion *wc)

@@ -18,7 +18,6 @@ int main(int argc, char **argv)
 	uint8_t desc[RDMX_REMOTE_PACKED_LEN];
 	struct rdmx_conn_attr attr = { 0 };
 	struct rdmx_completion wc;
-	struct rdmx_remote remote;
 	struct rdmx_mr *mr;
 	struct example ex;
 	rdmx_status st;
@@ -35,11 +34,7 @@ int main(int argc, char **argv)
 	if (st)
 		example_die("rdmx_mr_reg", st);
 	if (ex.server) {
-		rdmx_mr_remote(mr, &remote);
-		rdmx_remote_pack(&remote, desc);
-		attr.mask = RDMX_CONN_ATTR_PRIVATE_DATA;
-		attr.private_data = desc;
-		attr.private_data_len = sizeof(desc);
+		example_offer_region(mr, desc, &attr);
 	}
 	example_open(&ex, &attr);
 	if (ex.server) {
@@ -50,13 +45,8 @@ int main(int argc, char **argv)
 			example_wait(&ex, &wc);
 		printf("read: the client left\n");
 	} else {
-		const void *pd;
-		size_t len;
+		struct rdmx_remote remote = example_peer_region(&ex);
 
-		pd = rdmx_conn_private_data(ex.conn, &len);
-		st = rdmx_remote_unpack(pd, len, &remote);
-		if (st)
-			example_die("the server's descriptor", st);
 		struct rdmx_sge sge = { region, REGION, mr };
 
 		st = rdmx_post_read(ex.conn, &sge, remote.addr, remote.rkey, 0);

@@ -40,7 +40,6 @@ int main(int argc, char **argv)
 	static char region[REGION];
 	uint8_t desc[RDMX_REMOTE_PACKED_LEN];
 	struct rdmx_conn_attr attr = { 0 };
-	struct rdmx_remote remote;
 	struct rdmx_mr *mr;
 	struct example ex;
 	rdmx_status st;
@@ -54,23 +53,14 @@ int main(int argc, char **argv)
 	if (ex.server) {
 		/* The region's descriptor goes to the client with the
 		 * connection: no SEND/RECV is needed before the WRITE. */
-		rdmx_mr_remote(mr, &remote);
-		rdmx_remote_pack(&remote, desc);
-		attr.mask = RDMX_CONN_ATTR_PRIVATE_DATA;
-		attr.private_data = desc;
-		attr.private_data_len = sizeof(desc);
+		example_offer_region(mr, desc, &attr);
 	}
 	example_open(&ex, &attr);
 	if (ex.server) {
 		serve(&ex, region);
 	} else {
-		const void *pd;
-		size_t len;
+		struct rdmx_remote remote = example_peer_region(&ex);
 
-		pd = rdmx_conn_private_data(ex.conn, &len);
-		st = rdmx_remote_unpack(pd, len, &remote);
-		if (st)
-			example_die("the server's descriptor", st);
 		memcpy(region, message, sizeof(message));
 		struct rdmx_sge sge = { region, sizeof(message), mr };
 

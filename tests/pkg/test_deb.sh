@@ -17,26 +17,8 @@ for p in librdmx0 librdmx-dev rdmx-tools; do
 		exit 77
 	fi
 done
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	dpkg -r rdmx-tools librdmx-dev librdmx0 >/dev/null 2>&1
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { # name command...
-	local name=$1
-	shift
-	if "$@" >"$tmp/out" 2>&1; then ok "$name"; else
-		bad "$name"
-		tail -20 "$tmp/out"
-	fi
-}
+pkg_cleanup() { dpkg -r rdmx-tools librdmx-dev librdmx0 >/dev/null 2>&1; }
+source "$(dirname "$0")/common.sh"
 
 check "make deb" make -C "$src" --no-print-directory deb
 debs=()
@@ -116,17 +98,8 @@ check "pingpong built with pkg-config" sh -c \
 cp -r "$src/examples" "$tmp/examples"
 check "examples built with find_package(rdmx)" sh -c \
 	"cmake -S '$tmp/examples' -B '$tmp/cm' >/dev/null && cmake --build '$tmp/cm'"
-port=$((20000 + RANDOM % 20000))
-RDMX_TRANSPORT=tcp timeout 60 "$tmp/pingpong" -l "127.0.0.1:$port" >"$tmp/srv" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do grep -q listening "$tmp/srv" && break; sleep 0.1; done
-if RDMX_TRANSPORT=tcp timeout 30 "$tmp/cm/examples/pingpong" "127.0.0.1:$port" >"$tmp/cli" 2>&1 &&
-	grep -q "1000 round trips" "$tmp/cli" && wait "${pids[-1]}"; then
-	ok "the two programs ping-pong: $(grep -o '[0-9.]* us each' "$tmp/cli")"
-else
-	bad "the two programs ping-pong"
-	cat "$tmp/srv" "$tmp/cli"
-fi
+run_pair "pingpong (pkg-config) against pingpong (find_package)" tcp \
+	"$tmp/pingpong" "$tmp/cm/examples/pingpong" "1000 round trips"
 
 check "dpkg -r" dpkg -r rdmx-tools librdmx-dev librdmx0
 [ ! -e "$lib" ] && [ ! -e /usr/bin/rdmx ] && [ ! -e /usr/include/rdmx.h ] &&
@@ -134,5 +107,4 @@ check "dpkg -r" dpkg -r rdmx-tools librdmx-dev librdmx0
 man -w rdmx_post_write >/dev/null 2>&1 && bad "man pages left after dpkg -r" ||
 	ok "man pages gone with the packages"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -4,12 +4,7 @@
 # name, the files are all there, and make uninstall takes them away.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+source "$(dirname "$0")/common.sh"
 
 if make -C "$src" --no-print-directory install DESTDIR="$tmp/stage" >"$tmp/out" 2>&1; then
 	ok "make install DESTDIR=..."
@@ -39,5 +34,4 @@ else
 	bad "make uninstall removes what make install put there"
 	find "$tmp/opt" -type f | head
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -12,25 +12,7 @@ if [ -n "${3:-}" ]; then # the sanitizers' runtime is not the user's
 	echo "skip: a build with -fsanitize=$3 is not one to install"
 	exit 77
 fi
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { # name command...
-	local name=$1
-	shift
-	if "$@" >"$tmp/out" 2>&1; then ok "$name"; else
-		bad "$name"
-		tail -20 "$tmp/out"
-	fi
-}
+source "$(dirname "$0")/common.sh"
 
 prefix=$tmp/prefix
 check "cmake --install --prefix" cmake --install "$build" --prefix "$prefix"
@@ -96,41 +78,24 @@ else
 	ok "the static pingpong needs no librdmx.so"
 fi
 
-# Programs of the two builds against each other, over tcp and shm.
-port=$((20000 + RANDOM % 20000))
+# Programs of the two builds against each other, over tcp and shm, and
+# the static one, which has nowhere to go.
 for t in tcp shm; do
-	port=$((port + 1))
-	RDMX_TRANSPORT=$t timeout 60 "$tmp/pc/pingpong" -l "127.0.0.1:$port" >"$tmp/srv" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 50); do grep -q listening "$tmp/srv" && break; sleep 0.1; done
-	if RDMX_TRANSPORT=$t timeout 30 "$tmp/cm/examples/pingpong" "127.0.0.1:$port" >"$tmp/cli" 2>&1 &&
-		grep -q "over $t" "$tmp/cli" && grep -q "1000 round trips" "$tmp/cli" &&
-		wait "${pids[-1]}" && grep -q "served 1000 round trips" "$tmp/srv"; then
-		ok "$t: pingpong (cmake build) against pingpong -l (pkg-config build): $(grep -o '[0-9.]* us each' "$tmp/cli")"
-	else
-		bad "$t: pingpong between the two builds"
-		cat "$tmp/srv" "$tmp/cli"
-		kill "${pids[-1]}" 2>/dev/null
-	fi
-	port=$((port + 1))
-	RDMX_TRANSPORT=$t timeout 60 "$tmp/cm/examples/read" -l "127.0.0.1:$port" >"$tmp/srv" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 50); do grep -q listening "$tmp/srv" && break; sleep 0.1; done
+	run_pair "pingpong (cmake build) against pingpong -l (pkg-config build)" \
+		$t "$tmp/pc/pingpong" "$tmp/cm/examples/pingpong" "1000 round trips"
+	grep -q "served 1000 round trips" "$tmp/srv" && ok "$t: the server served them all" ||
+		bad "$t: the server served them all"
+	run_pair "read (pkg-config build) READs the region of read -l (cmake build)" \
+		$t "$tmp/cm/examples/read" "$tmp/pc/read" "the server's region, 4096 bytes"
+	run_pair "write_imm (cmake build) WRITEs into write_imm -l (pkg-config build)" \
+		$t "$tmp/pc/write_imm" "$tmp/cm/examples/write_imm" "wrote"
+	grep -q "the region holds 'hello from write_imm'" "$tmp/srv" &&
+		ok "$t: the WRITE's bytes are in the server's region" ||
+		bad "$t: the WRITE's bytes are in the server's region"
 	if RDMX_TRANSPORT=$t timeout 30 "$tmp/pingpong-static" 127.0.0.1:1 >/dev/null 2>&1; then
 		bad "$t: a client with nowhere to go fails"
 	else
 		ok "$t: a client with nowhere to go fails"
 	fi
-	if RDMX_TRANSPORT=$t timeout 30 "$tmp/pc/read" "127.0.0.1:$port" >"$tmp/cli" 2>&1 &&
-		grep -q "the server's region, 4096 bytes" "$tmp/cli"; then
-		ok "$t: read (pkg-config build) READs the region of read -l (cmake build)"
-	else
-		bad "$t: read between the two builds"
-		cat "$tmp/srv" "$tmp/cli"
-		kill "${pids[-1]}" 2>/dev/null
-	fi
-	wait "${pids[-1]}" 2>/dev/null
 done
-
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
