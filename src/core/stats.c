@@ -37,6 +37,17 @@ static void rdmx_add(uint64_t *counter, uint64_t v)
 	__atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
 }
 
+/*
+ * A connection is live before rdmx_accept returns it: a server whose RECVs
+ * come from a srq may complete and answer its first SEND while the
+ * accepting thread still attaches the table. Read it as the completion
+ * path does.
+ */
+static struct rdmx_lat *rdmx_lat_of(const struct rdmx_conn *conn)
+{
+	return __atomic_load_n(&conn->lat, __ATOMIC_ACQUIRE);
+}
+
 static uint64_t rdmx_now_ns(void)
 {
 	struct timespec ts;
@@ -135,9 +146,7 @@ void rdmx_stats_completed(struct rdmx_ctx *ctx,
 	struct rdmx_stats *s = &ctx->stats;
 	/* The progress thread may complete a peer's SEND on a connection
 	 * whose creator has not yet attached the latency table. */
-	struct rdmx_lat *lat =
-		wc->conn ? __atomic_load_n(&wc->conn->lat, __ATOMIC_ACQUIRE)
-			 : NULL;
+	struct rdmx_lat *lat = wc->conn ? rdmx_lat_of(wc->conn) : NULL;
 
 	if (wc->status) {
 		if (-wc->status < RDMX_STATS_STATUSES)
@@ -234,7 +243,7 @@ void rdmx_lat_destroy(struct rdmx_lat *lat)
 
 void rdmx_lat_stamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
 {
-	struct rdmx_lat *lat = conn->lat;
+	struct rdmx_lat *lat = rdmx_lat_of(conn);
 	uint64_t now;
 
 	if (!lat)
@@ -256,7 +265,7 @@ void rdmx_lat_stamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
 
 void rdmx_lat_unstamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
 {
-	struct rdmx_lat *lat = conn->lat;
+	struct rdmx_lat *lat = rdmx_lat_of(conn);
 
 	if (!lat)
 		return;
