@@ -137,7 +137,7 @@ static int page_serve(const struct serve_opts *o)
 	 * READ it without asking the server first. */
 	rdmx_page_server_region(srv, o->name, &rem);
 	snprintf(size, sizeof(size),
-		 "size=%" PRIu64 " addr=0x%" PRIx64 " rkey=0x%08" PRIx32,
+		 "size=%" PRIu64 " addr=0x%" PRIx64 " rkey=0x%016" PRIx64,
 		 o->size, rem.addr, rem.rkey);
 	cli_publish(ctx, "page", o->name, addr, rdmx_page_server_port(srv),
 		    size, strlen(size));

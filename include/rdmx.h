@@ -180,7 +180,12 @@ enum rdmx_access {
 struct rdmx_remote {
 	uint64_t addr; /* address of the first byte, in the owner's space */
 	uint64_t length; /* bytes */
-	uint32_t rkey; /* unpredictable, never reused while registered */
+	/*
+	 * Unpredictable, never reused while registered. 64 bits: the
+	 * software transports check all of them; on verbs the low 32 are
+	 * the NIC's own key, which is all a NIC checks.
+	 */
+	uint64_t rkey;
 };
 
 #define RDMX_REMOTE_PACKED_LEN 24
@@ -463,7 +468,7 @@ struct rdmx_wr {
 	int num_sge; /* 0 .. RDMX_MAX_SGE */
 	uint32_t imm; /* WRITE_IMM */
 	uint64_t remote_addr; /* one-sided ops */
-	uint32_t rkey; /* one-sided ops */
+	uint64_t rkey; /* one-sided ops: rdmx_remote.rkey */
 	uint64_t compare_add; /* FETCH_ADD: add; CMP_SWAP: compare */
 	uint64_t swap; /* CMP_SWAP */
 	unsigned flags; /* RDMX_WR_* */
@@ -531,21 +536,21 @@ rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 rdmx_status rdmx_post_send(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			   uint64_t wr_id);
 rdmx_status rdmx_post_write(struct rdmx_conn *conn, const struct rdmx_sge *sg,
-			    uint64_t remote_addr, uint32_t rkey,
+			    uint64_t remote_addr, uint64_t rkey,
 			    uint64_t wr_id);
 rdmx_status rdmx_post_write_imm(struct rdmx_conn *conn,
 				const struct rdmx_sge *sg, uint64_t remote_addr,
-				uint32_t rkey, uint32_t imm, uint64_t wr_id);
+				uint64_t rkey, uint32_t imm, uint64_t wr_id);
 rdmx_status rdmx_post_read(struct rdmx_conn *conn, const struct rdmx_sge *sg,
-			   uint64_t remote_addr, uint32_t rkey, uint64_t wr_id);
+			   uint64_t remote_addr, uint64_t rkey, uint64_t wr_id);
 /* @result: 8 bytes of LOCAL_WRITE memory that receive the value before. */
 rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
 				const struct rdmx_sge *result,
-				uint64_t remote_addr, uint32_t rkey,
+				uint64_t remote_addr, uint64_t rkey,
 				uint64_t add, uint64_t wr_id);
 rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
 			       const struct rdmx_sge *result,
-			       uint64_t remote_addr, uint32_t rkey,
+			       uint64_t remote_addr, uint64_t rkey,
 			       uint64_t compare, uint64_t swap, uint64_t wr_id);
 
 /* ------------------------------------------------------------------------ */

@@ -358,7 +358,7 @@ rdmx_status rdmx_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 
 static rdmx_status rdmx_post_one(struct rdmx_conn *conn, enum rdmx_opcode op,
 				 const struct rdmx_sge *sg, uint64_t raddr,
-				 uint32_t rkey, uint64_t wr_id, uint32_t imm,
+				 uint64_t rkey, uint64_t wr_id, uint32_t imm,
 				 uint64_t a0, uint64_t a1)
 {
 	struct rdmx_wr wr = { .wr_id = wr_id,
@@ -381,7 +381,7 @@ rdmx_status rdmx_post_send(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 }
 
 rdmx_status rdmx_post_write(struct rdmx_conn *conn, const struct rdmx_sge *sg,
-			    uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+			    uint64_t raddr, uint64_t rkey, uint64_t wr_id)
 {
 	return rdmx_post_one(conn, RDMX_OP_WRITE, sg, raddr, rkey, wr_id, 0, 0,
 			     0);
@@ -389,14 +389,14 @@ rdmx_status rdmx_post_write(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 
 rdmx_status rdmx_post_write_imm(struct rdmx_conn *conn,
 				const struct rdmx_sge *sg, uint64_t raddr,
-				uint32_t rkey, uint32_t imm, uint64_t wr_id)
+				uint64_t rkey, uint32_t imm, uint64_t wr_id)
 {
 	return rdmx_post_one(conn, RDMX_OP_WRITE_IMM, sg, raddr, rkey, wr_id,
 			     imm, 0, 0);
 }
 
 rdmx_status rdmx_post_read(struct rdmx_conn *conn, const struct rdmx_sge *sg,
-			   uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+			   uint64_t raddr, uint64_t rkey, uint64_t wr_id)
 {
 	return rdmx_post_one(conn, RDMX_OP_READ, sg, raddr, rkey, wr_id, 0, 0,
 			     0);
@@ -404,7 +404,7 @@ rdmx_status rdmx_post_read(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 
 rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
 				const struct rdmx_sge *result, uint64_t raddr,
-				uint32_t rkey, uint64_t add, uint64_t wr_id)
+				uint64_t rkey, uint64_t add, uint64_t wr_id)
 {
 	return rdmx_post_one(conn, RDMX_OP_FETCH_ADD, result, raddr, rkey,
 			     wr_id, 0, add, 0);
@@ -412,7 +412,7 @@ rdmx_status rdmx_post_fetch_add(struct rdmx_conn *conn,
 
 rdmx_status rdmx_post_cmp_swap(struct rdmx_conn *conn,
 			       const struct rdmx_sge *result, uint64_t raddr,
-			       uint32_t rkey, uint64_t compare, uint64_t swap,
+			       uint64_t rkey, uint64_t compare, uint64_t swap,
 			       uint64_t wr_id)
 {
 	return rdmx_post_one(conn, RDMX_OP_CMP_SWAP, result, raddr, rkey, wr_id,

@@ -192,7 +192,7 @@ struct rdmx_mr {
 	uint8_t *addr;
 	size_t length;
 	unsigned access;
-	uint32_t rkey;
+	uint64_t rkey; /* rdmx_remote.rkey: random high half, NIC's low */
 	atomic_uint refs; /* transfers in progress into or out of it */
 	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
@@ -205,7 +205,7 @@ struct rdmx_mr {
  * rdmx_mr_release() when the transfer ends, or NULL (and logs at debug),
  * with the reason in *why_p.
  */
-struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
+struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint64_t rkey,
 				uint64_t addr, uint64_t len, unsigned access,
 				enum rdmx_refusal *why_p);
 void rdmx_mr_release(struct rdmx_mr *mr);

@@ -15,13 +15,13 @@
 	(RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |                  \
 	 RDMX_ACCESS_REMOTE_READ | RDMX_ACCESS_REMOTE_ATOMIC)
 
-static struct rdmx_mr **rdmx_mr_bucket(struct rdmx_ctx *ctx, uint32_t rkey)
+static struct rdmx_mr **rdmx_mr_bucket(struct rdmx_ctx *ctx, uint64_t rkey)
 {
-	return &ctx->mr_buckets[rkey % RDMX_MR_BUCKETS];
+	return &ctx->mr_buckets[(rkey ^ (rkey >> 32)) % RDMX_MR_BUCKETS];
 }
 
 /* Call with mr_lock held. */
-static struct rdmx_mr *rdmx_mr_find(struct rdmx_ctx *ctx, uint32_t rkey)
+static struct rdmx_mr *rdmx_mr_find(struct rdmx_ctx *ctx, uint64_t rkey)
 {
 	struct rdmx_mr *mr;
 
@@ -90,7 +90,8 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 {
 	struct rdmx_mr *mr;
 	rdmx_status st;
-	uint32_t rkey;
+	uint32_t hw = 0;
+	uint64_t rkey;
 
 	if (!ctx || !mr_p)
 		return rdmx_invalid("rdmx_mr_reg", "NULL %s",
@@ -124,19 +125,24 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 	mr->length = length;
 	mr->access = access;
 
-	rkey = 0;
-	st = rdmx_mr_reg_hw(ctx, mr, &rkey);
+	st = rdmx_mr_reg_hw(ctx, mr, &hw);
 	if (st) {
 		free(mr);
 		return st;
 	}
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	/*
-	 * A NIC's key when a transport registered it with one (peers must use
-	 * that one); else unpredictable. Nonzero, unique among live ones.
+	 * The high half is ours and unpredictable, the low half a NIC's key
+	 * when a transport registered it with one (a NIC reads only those 32
+	 * bits), else unpredictable too: a NIC's keys are an index and a few
+	 * bits, and the software transports check all 64. Both halves
+	 * nonzero, unique among live ones.
 	 */
-	while (!rkey || rdmx_mr_find(ctx, rkey))
-		rkey = randombytes_random();
+	do {
+		randombytes_buf(&rkey, sizeof(rkey));
+		if (hw)
+			rkey = (rkey << 32) | hw;
+	} while (!(rkey >> 32) || !(uint32_t)rkey || rdmx_mr_find(ctx, rkey));
 	mr->rkey = rkey;
 	mr->next = *rdmx_mr_bucket(ctx, rkey);
 	*rdmx_mr_bucket(ctx, rkey) = mr;
@@ -181,7 +187,7 @@ void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p)
 	remote_p->rkey = mr->rkey;
 }
 
-struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
+struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint64_t rkey,
 				uint64_t addr, uint64_t len, unsigned access,
 				enum rdmx_refusal *why_p)
 {
@@ -191,22 +197,23 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint32_t rkey,
 	pthread_rwlock_rdlock(&ctx->mr_lock);
 	mr = rdmx_mr_find(ctx, rkey);
 	if (!mr) {
-		rdmx_debug("remote access with unknown rkey 0x%x", rkey);
+		rdmx_debug("remote access with unknown rkey 0x%llx",
+			   (unsigned long long)rkey);
 		*why_p = RDMX_REFUSED_RKEY;
 		goto err;
 	}
 	start = (uintptr_t)mr->addr;
 	if (addr < start || len > mr->length ||
 	    addr - start > mr->length - len) {
-		rdmx_debug("remote access [0x%llx, +%llu) outside rkey 0x%x",
+		rdmx_debug("remote access [0x%llx, +%llu) outside rkey 0x%llx",
 			   (unsigned long long)addr, (unsigned long long)len,
-			   rkey);
+			   (unsigned long long)rkey);
 		*why_p = RDMX_REFUSED_BOUNDS;
 		goto err;
 	}
 	if ((mr->access & access) != access) {
-		rdmx_debug("remote access 0x%x not granted by rkey 0x%x",
-			   access, rkey);
+		rdmx_debug("remote access 0x%x not granted by rkey 0x%llx",
+			   access, (unsigned long long)rkey);
 		*why_p = RDMX_REFUSED_ACCESS;
 		goto err;
 	}
@@ -269,16 +276,20 @@ rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,
 			      &total);
 }
 
-/* Packed descriptor: be64 addr, be64 length, be32 rkey, be32 version. */
-#define RDMX_REMOTE_PACK_VERSION 1
+/*
+ * Packed descriptor: be64 addr, be64 rkey, be48 length, be16 version. A
+ * region is far below 2^48 bytes (a process's address space is smaller).
+ * Version 1 had a 32-bit rkey.
+ */
+#define RDMX_REMOTE_PACK_VERSION 2
 
 void rdmx_remote_pack(const struct rdmx_remote *remote,
 		      uint8_t buf[RDMX_REMOTE_PACKED_LEN])
 {
 	rdmx_put_be(buf, remote->addr, 8);
-	rdmx_put_be(buf + 8, remote->length, 8);
-	rdmx_put_be(buf + 16, remote->rkey, 4);
-	rdmx_put_be(buf + 20, RDMX_REMOTE_PACK_VERSION, 4);
+	rdmx_put_be(buf + 8, remote->rkey, 8);
+	rdmx_put_be(buf + 16, remote->length, 6);
+	rdmx_put_be(buf + 22, RDMX_REMOTE_PACK_VERSION, 2);
 }
 
 rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
@@ -287,14 +298,14 @@ rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
 	const uint8_t *p = buf;
 
 	if (!buf || len < RDMX_REMOTE_PACKED_LEN ||
-	    rdmx_get_be(p + 20, 4) != RDMX_REMOTE_PACK_VERSION)
+	    rdmx_get_be(p + 22, 2) != RDMX_REMOTE_PACK_VERSION)
 		return rdmx_invalid(
 			"rdmx_remote_unpack",
 			"%zu bytes that are not a packed descriptor "
 			"(%d bytes from rdmx_remote_pack)",
 			len, RDMX_REMOTE_PACKED_LEN);
 	remote_p->addr = rdmx_get_be(p, 8);
-	remote_p->length = rdmx_get_be(p + 8, 8);
-	remote_p->rkey = (uint32_t)rdmx_get_be(p + 16, 4);
+	remote_p->rkey = rdmx_get_be(p + 8, 8);
+	remote_p->length = rdmx_get_be(p + 16, 6);
 	return RDMX_OK;
 }

@@ -47,7 +47,7 @@ fi
 
 if run "ls" 0 "$rdmx" registry ls &&
 	grep -qE "^kv1 +[^ ]+:$kv_port +pid $kv_pid " "$tmp/out" &&
-	grep -qE "^mem0 .* size=16777216 addr=0x[0-9a-f]+ rkey=0x[0-9a-f]{8}$" "$tmp/out" &&
+	grep -qE "^mem0 .* size=16777216 addr=0x[0-9a-f]+ rkey=0x[0-9a-f]{16}$" "$tmp/out" &&
 	run "get --json" 0 "$rdmx" registry get kv1 --json &&
 	grep -qE "\"name\":\"kv1\",\"addr\":\"[^\"]+:$kv_port\",\"pid\":$kv_pid" "$tmp/out"; then
 	ok "rdmx registry ls and get --json: both servers, address, pid, payload"

@@ -53,7 +53,7 @@ static void expect_refusal(struct rdmx_conn *conn, struct rdmx_cq *cq,
 
 /* Post a WRITE, a READ and a fetch-add at @addr/@rkey; each must fail with
  * a remote access error and leave the target's bytes as they were. */
-static void expect_refused(struct rig *r, uint64_t addr, uint32_t rkey,
+static void expect_refused(struct rig *r, uint64_t addr, uint64_t rkey,
 			   size_t len, enum rdmx_opcode only)
 {
 	struct rdmx_sge s = sge_of(&r->src, 0, len);
@@ -125,6 +125,34 @@ static void test_mr_bad_rkey(void **state)
 	(void)state;
 	rig_open(&r, ALL);
 	expect_refused(&r, r.rem.addr, r.rem.rkey ^ 0x80000001u, 64, 0);
+	expect_target_alive(&r);
+	rig_close(&r);
+}
+
+/*
+ * rkeys are 64 bits: the software transports check all of them, so a key
+ * whose low half is right (on a host with a NIC, the NIC's own key, an
+ * index and a few bits) is still refused; a NIC reads only that low half.
+ */
+static void test_mr_rkey_high_half(void **state)
+{
+	struct rdmx_sge d;
+	struct rig r;
+
+	(void)state;
+	rig_open(&r, ALL);
+	assert_true(r.rem.rkey >> 32); /* random, never zero */
+	d = sge_of(&r.res, 0, 8); /* where a NIC lets it in, not over src */
+	assert_int_equal(rdmx_post_read(r.p.cconn, &d, r.rem.addr,
+					r.rem.rkey ^ (1ull << 45), 1),
+			 RDMX_OK);
+	if (!strcmp(suite_transport(), "verbs") || errors_close(r.p.cconn)) {
+		expect_wc(r.p.c.cq, RDMX_OK, RDMX_OP_READ);
+		print_message("%s: the NIC checks the low 32 bits only\n",
+			      suite_transport());
+	} else {
+		expect_wc(r.p.c.cq, RDMX_ERR_REMOTE_ACCESS, RDMX_OP_READ);
+	}
 	expect_target_alive(&r);
 	rig_close(&r);
 }
@@ -302,7 +330,7 @@ static void test_mr_probe_cut_off(void **state)
 	}
 	for (int i = 0; i <= MAX; i++) {
 		/* A guess: never the real rkey. */
-		uint32_t guess = rem.rkey ^ (0x9e3779b9u * (uint32_t)(i + 1));
+		uint64_t guess = rem.rkey ^ (0x9e3779b9u * (uint32_t)(i + 1));
 
 		assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr, guess,
 						(uint64_t)i),
@@ -353,7 +381,7 @@ static void test_mr_refusals_by_reason(void **state)
 	rdmx_ctx_stats(r.p.s.ctx, &s0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rdmx_sge d = sge_of(&r.src, 0, 64);
-		uint32_t key = r.rem.rkey ^
+		uint64_t key = r.rem.rkey ^
 			       (cases[i].bad_key ? 0x80000001u : 0);
 
 		assert_int_equal(rdmx_post_read(r.p.cconn, &d,
@@ -592,6 +620,7 @@ int main(int argc, char **argv)
 	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mr_bad_rkey),
+		cmocka_unit_test(test_mr_rkey_high_half),
 		cmocka_unit_test(test_mr_out_of_bounds),
 		cmocka_unit_test(test_mr_large_out_of_bounds),
 		cmocka_unit_test(test_mr_missing_access),

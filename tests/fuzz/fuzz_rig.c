@@ -24,11 +24,11 @@ void fuzz_rig_init(struct fuzz_rig *r)
 
 void fuzz_rig_resolve(const struct fuzz_rig *r, uint8_t *b, size_t size)
 {
-	for (size_t i = 0; i + 4 <= size; i++) {
-		if (i + 8 <= size && !memcmp(b + i, "ADDRADDR", 8))
+	for (size_t i = 0; i + 8 <= size; i++) {
+		if (!memcmp(b + i, "ADDRADDR", 8))
 			rdmx_put_be(b + i, (uintptr_t)r->region + 64, 8);
-		else if (!memcmp(b + i, "RKEY", 4))
-			rdmx_put_be(b + i, r->region_mr->rkey, 4);
+		else if (!memcmp(b + i, "RKEYRKEY", 8))
+			rdmx_put_be(b + i, r->region_mr->rkey, 8);
 	}
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the frame fuzzers share: a context with a registration the input
- * may name ("RKEY" and "ADDRADDR" stand for its rkey and an address in
+ * may name ("RKEYRKEY" and "ADDRADDR" stand for its rkey and an address in
  * it), and requests of our own so that answers have something to match.
  */
 #ifndef RDMX_FUZZ_RIG_H

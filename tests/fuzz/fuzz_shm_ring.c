@@ -8,7 +8,7 @@
  * flag 1 adds the tail skew to the published tail once, flag 2 the head
  * skew to the head of our transmit ring. The connection must refuse what
  * is wrong and never touch memory outside the rings and its registrations.
- * "RKEY" and "ADDRADDR" in the stream stand for the test registration, as
+ * "RKEYRKEY" and "ADDRADDR" in the stream stand for the test registration, as
  * in fuzz_tcp_frames. Single-copy frames go to a child process's memory.
  */
 #include <signal.h>

@@ -7,7 +7,7 @@
  * registrations.
  *
  * So the fuzzer can reach the accepting paths, the input may name the test
- * registration symbolically: the bytes "RKEY" stand for its rkey and
+ * registration symbolically: the bytes "RKEYRKEY" stand for its rkey and
  * "ADDRADDR" for its address (the seed corpus uses them).
  */
 #include <stdlib.h>

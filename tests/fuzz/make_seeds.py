@@ -8,20 +8,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SEND, WRITE, WRITE_IMM, READ_REQ, ATOMIC_REQ, ACK, NAK, READ_RESP, ATOMIC_RESP, CREDIT = range(1, 11)
 
 
-def frame(t, op=0, credits=0, length=0, rkey=b"RKEY", seq=0, addr=b"ADDRADDR",
-          arg0=0, arg1=0, payload=b""):
+def frame(t, op=0, credits=0, length=0, rkey=b"RKEYRKEY", seq=0,
+          addr=b"ADDRADDR", arg0=0, arg1=0, payload=b""):
     flags = 1 if t in (WRITE, WRITE_IMM, READ_REQ) and op and payload[:8] == b"ADDRADDR" else 0
-    hdr = struct.pack(">BBBBII", 1, t, op, flags, credits, length) + rkey
-    hdr += struct.pack(">Q", seq) + addr + struct.pack(">QQ", arg0, arg1)
-    assert len(hdr) == 48
+    hdr = struct.pack(">BBBBIII", 2, t, op, flags, credits, length, 0)
+    hdr += struct.pack(">Q", seq) + addr + struct.pack(">QQ", arg0, arg1) + rkey
+    assert len(hdr) == 56
     return hdr + payload
 
 
 def tcp_seeds():
     s = {
-        "credit": frame(CREDIT, credits=5, rkey=b"\0" * 4, addr=b"\0" * 8),
+        "credit": frame(CREDIT, credits=5, rkey=b"\0" * 8, addr=b"\0" * 8),
         "write": frame(WRITE, length=16, payload=bytes(range(16))),
-        "write_bad_rkey": frame(WRITE, length=16, rkey=b"\0\0\0\1",
+        "write_bad_rkey": frame(WRITE, length=16, rkey=b"\0" * 7 + b"\1",
                                 payload=b"x" * 16),
         "write_imm": frame(WRITE_IMM, length=8, arg0=7, payload=b"y" * 8),
         "read_req": frame(READ_REQ, length=32),

@@ -12,7 +12,7 @@ static void test_tcp_hdr_round_trip(void **state)
 	struct rdmx_sw_hdr h = { .type = RDMX_SW_ATOMIC_REQ,
 				 .op = RDMX_SW_CMP_SWAP,
 				 .credits = 3,
-				 .rkey = 0xabcdef01,
+				 .rkey = 0xfeedf00dabcdef01ull,
 				 .seq = 1ull << 40,
 				 .addr = 0x1122334455667788ull,
 				 .arg0 = 5,
@@ -25,6 +25,7 @@ static void test_tcp_hdr_round_trip(void **state)
 	assert_int_equal(b[0], RDMX_SW_PROTO_VERSION);
 	assert_int_equal(b[16], 0); /* big-endian seq */
 	assert_int_equal(b[18], 1);
+	assert_int_equal(b[48], 0xfe); /* the rkey's high half goes too */
 	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_OK);
 	assert_int_equal(g.type, h.type);
 	assert_int_equal(g.op, h.op);
@@ -45,7 +46,10 @@ static void test_tcp_hdr_rejects_bad_frames(void **state)
 	rdmx_sw_hdr_pack(&h, b);
 	assert_int_equal(rdmx_sw_hdr_unpack(b, &g), RDMX_OK);
 	memcpy(bad, b, sizeof(b));
-	bad[0] = 2; /* version */
+	bad[0] = 1; /* version 1: a 48-byte header, a 32-bit rkey */
+	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
+	memcpy(bad, b, sizeof(b));
+	bad[13] = 1; /* the zero field */
 	assert_int_equal(rdmx_sw_hdr_unpack(bad, &g), RDMX_ERR_PROTOCOL);
 	memcpy(bad, b, sizeof(b));
 	bad[1] = RDMX_SW_TYPE_MAX + 1;
@@ -149,7 +153,9 @@ static void test_hs_round_trip(void **state)
 
 static void test_remote_pack(void **state)
 {
-	struct rdmx_remote r = { 0x7fff12345678ull, 1ull << 33, 0xfeedf00d }, g;
+	struct rdmx_remote r = { 0x7fff12345678ull, (1ull << 47) + 3,
+				 0xfeedf00d0badcafeull },
+			   g;
 	uint8_t b[RDMX_REMOTE_PACKED_LEN];
 
 	(void)state;
@@ -160,7 +166,7 @@ static void test_remote_pack(void **state)
 	assert_int_equal(g.rkey, r.rkey);
 	assert_int_equal(rdmx_remote_unpack(b, sizeof(b) - 1, &g),
 			 RDMX_ERR_INVALID);
-	b[23] = 9; /* unknown version */
+	b[23] = 1; /* version 1: a 32-bit rkey */
 	assert_int_equal(rdmx_remote_unpack(b, sizeof(b), &g),
 			 RDMX_ERR_INVALID);
 }

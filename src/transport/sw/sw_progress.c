@@ -704,9 +704,10 @@ static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
 				   &c->rx_why);
 	if (c->rx_mr)
 		return;
-	rdmx_info("%s connection to %s: rkey 0x%x was deregistered while a "
+	rdmx_info("%s connection to %s: rkey 0x%llx was deregistered while a "
 		  "request for it arrived; refusing it",
-		  c->base.ops->name, c->base.info.peer_addr, h->rkey);
+		  c->base.ops->name, c->base.info.peer_addr,
+		  (unsigned long long)h->rkey);
 	c->rx_nak = RDMX_SW_NAK_ACCESS;
 	c->rx_iov_i = c->rx_niov; /* the rest goes nowhere */
 }

@@ -3,7 +3,7 @@
  * Wire format of the software RC engine (the tcp and shm transports). Only
  * this file knows the byte layout.
  *
- * Every frame is a 48-byte header, then rdmx_sw_wire_len() payload bytes:
+ * Every frame is a 56-byte header, then rdmx_sw_wire_len() payload bytes:
  * `length` data bytes for SEND, WRITE, WRITE_IMM and READ_RESP (READ_REQ's
  * length is the amount asked for; every other type has length 0). With
  * RDMX_SW_F_BYREF (pipes that can reach the peer's memory: shm), a WRITE,
@@ -19,12 +19,13 @@
  *    3  u8   flags          RDMX_SW_F_BYREF
  *    4  be32 credits        RECVs the sender posted since its last frame
  *    8  be32 length
- *   12  be32 rkey           one-sided requests
+ *   12  be32 (zero)
  *   16  be64 seq            request sequence; responses echo it
  *   24  be64 addr           one-sided requests: target address
  *   32  be64 arg0           WRITE_IMM: imm; ATOMIC_REQ: add or compare;
  *                           ATOMIC_RESP: the value before; ACK: last seq
  *   40  be64 arg1           ATOMIC_REQ: swap
+ *   48  be64 rkey           one-sided requests (all 64 bits are checked)
  *
  * Every request gets exactly one answer, in request order: SEND, WRITE and
  * WRITE_IMM an ACK (one ACK may cover several: "all up to arg0 placed") or
@@ -55,8 +56,8 @@
 #include "bytes.h"
 #include "rdmx.h"
 
-#define RDMX_SW_PROTO_VERSION 1
-#define RDMX_SW_HDR_LEN 48
+#define RDMX_SW_PROTO_VERSION 2 /* 1: a 48-byte header, a 32-bit rkey */
+#define RDMX_SW_HDR_LEN 56
 #define RDMX_SW_MAX_MSG (1u << 31)
 #define RDMX_SW_MAX_CREDITS 65536 /* the largest tcp.rx_depth */
 #define RDMX_SW_REF_LEN 16 /* one BYREF descriptor */
@@ -107,7 +108,7 @@ struct rdmx_sw_hdr {
 	uint8_t flags;
 	uint32_t credits;
 	uint32_t length;
-	uint32_t rkey;
+	uint64_t rkey;
 	uint64_t seq;
 	uint64_t addr;
 	uint64_t arg0;
@@ -123,11 +124,12 @@ static inline void rdmx_sw_hdr_pack(const struct rdmx_sw_hdr *h,
 	b[3] = h->flags;
 	rdmx_put_be(b + 4, h->credits, 4);
 	rdmx_put_be(b + 8, h->length, 4);
-	rdmx_put_be(b + 12, h->rkey, 4);
+	rdmx_put_be(b + 12, 0, 4);
 	rdmx_put_be(b + 16, h->seq, 8);
 	rdmx_put_be(b + 24, h->addr, 8);
 	rdmx_put_be(b + 32, h->arg0, 8);
 	rdmx_put_be(b + 40, h->arg1, 8);
+	rdmx_put_be(b + 48, h->rkey, 8);
 }
 
 /* True for the types whose `length` bytes follow the header. */
@@ -173,14 +175,14 @@ static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
 	h->flags = b[3];
 	h->credits = (uint32_t)rdmx_get_be(b + 4, 4);
 	h->length = (uint32_t)rdmx_get_be(b + 8, 4);
-	h->rkey = (uint32_t)rdmx_get_be(b + 12, 4);
 	h->seq = rdmx_get_be(b + 16, 8);
 	h->addr = rdmx_get_be(b + 24, 8);
 	h->arg0 = rdmx_get_be(b + 32, 8);
 	h->arg1 = rdmx_get_be(b + 40, 8);
-	if (h->version != RDMX_SW_PROTO_VERSION || !h->type ||
-	    h->type > RDMX_SW_TYPE_MAX || h->length > RDMX_SW_MAX_MSG ||
-	    (h->flags & ~RDMX_SW_F_BYREF))
+	h->rkey = rdmx_get_be(b + 48, 8);
+	if (h->version != RDMX_SW_PROTO_VERSION || rdmx_get_be(b + 12, 4) ||
+	    !h->type || h->type > RDMX_SW_TYPE_MAX ||
+	    h->length > RDMX_SW_MAX_MSG || (h->flags & ~RDMX_SW_F_BYREF))
 		return RDMX_ERR_PROTOCOL;
 	if (h->flags & RDMX_SW_F_BYREF) {
 		bool req = h->type == RDMX_SW_WRITE ||

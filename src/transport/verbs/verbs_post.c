@@ -119,12 +119,12 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 	}
 	if (wr->opcode == RDMX_OP_FETCH_ADD || wr->opcode == RDMX_OP_CMP_SWAP) {
 		w->wr.atomic.remote_addr = wr->remote_addr;
-		w->wr.atomic.rkey = wr->rkey;
+		w->wr.atomic.rkey = (uint32_t)wr->rkey; /* the NIC's half */
 		w->wr.atomic.compare_add = wr->compare_add;
 		w->wr.atomic.swap = wr->swap;
 	} else {
 		w->wr.rdma.remote_addr = wr->remote_addr;
-		w->wr.rdma.rkey = wr->rkey;
+		w->wr.rdma.rkey = (uint32_t)wr->rkey; /* the NIC's half */
 	}
 	/* Small payloads ride in the work request itself. */
 	if (rec.len && rec.len <= c->max_inline && wr->opcode != RDMX_OP_READ &&
