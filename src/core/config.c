@@ -144,6 +144,10 @@ static const struct rdmx_config_row rdmx_config_keys[] = {
 	  RDMX_CFG_FIELD(progress_idle_after_us),
 	  "While a caller spins on rdmx_poll, the progress thread stays out "
 	  "of its way until it has been quiet this long; 0 never." },
+	{ "progress.cpu", "auto", RDMX_CFG_INDEX, 0, 1023, NULL,
+	  RDMX_CFG_FIELD(progress_cpu),
+	  "CPU the progress threads run on; auto: wherever the scheduler "
+	  "puts them. Pin it apart from the thread that polls." },
 	{ "metrics.latency", "off", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(metrics_latency),
 	  "Keep per-operation latency histograms (rdmx_ctx_stats); costs a "

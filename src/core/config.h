@@ -47,6 +47,7 @@ struct rdmx_config {
 	bool metrics_latency;
 	uint64_t progress_wait_spin_us;
 	uint64_t progress_idle_after_us;
+	int progress_cpu; /* -1: auto */
 	/* Read by `rdmx demo lambda`'s server, not by the library: kept here
 	 * so one file and one RDMX_* convention configure everything. */
 	char registry_url[RDMX_CONFIG_STR_MAX];

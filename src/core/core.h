@@ -8,6 +8,7 @@
 #define RDMX_CORE_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -137,6 +138,8 @@ extern const struct rdmx_transport_ops rdmx_verbs_ops;
 
 struct rdmx_ctx {
 	struct rdmx_config cfg;
+	cpu_set_t cpus; /* where the creating thread could run: progress
+			 * threads run there unless progress.cpu pins them */
 	/* Equal in two contexts that can reach each other's memory. */
 	uint8_t host_id[RDMX_HOST_ID_LEN];
 	uint8_t auth_key[RDMX_AUTH_KEY_MAX];
@@ -334,8 +337,13 @@ uint64_t rdmx_deadline(int timeout_ms);
 /* Milliseconds left until @deadline_us, rounded up, for poll(): -1 for
  * UINT64_MAX, 0 once it has passed. */
 int rdmx_ms_left(uint64_t deadline_us);
-/* A progress thread running @fn(@arg), with every signal blocked. */
+/* A thread of ours running @fn(@arg), with every signal blocked. */
 rdmx_status rdmx_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
 			      const char *what);
+/* A transport's progress thread: named "rdmx-@name" (top -H shows it) and
+ * pinned to progress.cpu when that is set. */
+rdmx_status rdmx_progress_thread_start(struct rdmx_ctx *ctx, pthread_t *thread,
+				       void *(*fn)(void *), void *arg,
+				       const char *name);
 
 #endif

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -59,6 +60,61 @@ rdmx_status rdmx_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
 		return RDMX_ERR_SYSTEM;
 	}
 	return RDMX_OK;
+}
+
+rdmx_status rdmx_progress_thread_start(struct rdmx_ctx *ctx, pthread_t *thread,
+				       void *(*fn)(void *), void *arg,
+				       const char *name)
+{
+	int cpu = ctx->cfg.progress_cpu;
+	char comm[16];
+	rdmx_status st;
+
+	st = rdmx_thread_start(thread, fn, arg, name);
+	if (st)
+		return st;
+	snprintf(comm, sizeof(comm), "rdmx-%s", name);
+	pthread_setname_np(*thread, comm);
+	/*
+	 * Unpinned, it may run where the context's creator could: not
+	 * where the thread that opens the transport has since pinned itself
+	 * (rdmx bench --cpu pins its caller after rdmx_ctx_create).
+	 */
+	cpu_set_t set = ctx->cpus;
+	int rc;
+
+	if (cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+	}
+	rc = pthread_setaffinity_np(*thread, sizeof(set), &set);
+	if (rc) /* checked at rdmx_ctx_create: the mask changed since */
+		rdmx_warn("progress.cpu %d: %s; the %s progress thread runs "
+			  "where it started",
+			  cpu, strerror(rc), name);
+	return RDMX_OK;
+}
+
+/*
+ * progress.cpu names a CPU this process may run on, or the pinning would
+ * fail later in a thread nobody watches: say so now, with the ones it may.
+ */
+static rdmx_status rdmx_ctx_check_cpu(const struct rdmx_ctx *ctx)
+{
+	int cpu = ctx->cfg.progress_cpu, n = 0;
+	const cpu_set_t *set = &ctx->cpus;
+	char may[128] = "";
+
+	if (cpu < 0 || CPU_ISSET(cpu, set))
+		return RDMX_OK;
+	for (int i = 0; i < CPU_SETSIZE && n < (int)sizeof(may) - 8; i++)
+		if (CPU_ISSET(i, set))
+			n += snprintf(may + n, sizeof(may) - (size_t)n, "%s%d",
+				      n ? "," : "", i);
+	rdmx_error("progress.cpu (RDMX_PROGRESS_CPU) %d is not a CPU this "
+		   "process may run on (it may use %s)",
+		   cpu, may);
+	return RDMX_ERR_CONFIG;
 }
 
 uint64_t rdmx_now_us(void)
@@ -197,7 +253,14 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 		goto err_free;
 	atomic_store_explicit(&rdmx_log_level, ctx->cfg.log_level,
 			      memory_order_relaxed);
-	st = rdmx_ctx_load_key(ctx);
+	if (sched_getaffinity(0, sizeof(ctx->cpus), &ctx->cpus)) {
+		CPU_ZERO(&ctx->cpus); /* cannot fail for ourselves; be safe */
+		for (int i = 0; i < CPU_SETSIZE; i++)
+			CPU_SET(i, &ctx->cpus);
+	}
+	st = rdmx_ctx_check_cpu(ctx);
+	if (!st)
+		st = rdmx_ctx_load_key(ctx);
 	if (!st)
 		st = rdmx_cidr_parse(ctx->cfg.auth_allowed_peers, ctx->allowed,
 				     RDMX_CIDR_MAX, &ctx->nallowed);

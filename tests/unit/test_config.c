@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: config defaults, YAML file, RDMX_* overrides and bad values. */
+#include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,7 @@
 
 #include "harness.h"
 #include "config.h"
+#include "core.h"
 
 static char path[64];
 
@@ -28,6 +31,7 @@ static int teardown(void **state)
 	unsetenv("RDMX_CONN_MAX_SEND_WR");
 	unsetenv("RDMX_PROGRESS_WAIT_SPIN");
 	unsetenv("RDMX_CONFIG");
+	unsetenv("RDMX_PROGRESS_CPU");
 	return 0;
 }
 
@@ -139,6 +143,93 @@ static void test_config_table_public(void **state)
 			 0);
 }
 
+/* The Cpus_allowed_list of this process's thread named @comm, or "". */
+static void thread_cpus(const char *comm, char *out, size_t len)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	*out = '\0';
+	while (d && (e = readdir(d))) {
+		char path[300], line[256];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f) ||
+		    strncmp(line, comm, strlen(comm)) ||
+		    line[strlen(comm)] != '\n') {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+			 e->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18))
+				sscanf(line + 18, "%255s", out);
+		if (f)
+			fclose(f);
+		break;
+	}
+	if (d)
+		closedir(d);
+	(void)len;
+}
+
+/* progress.cpu pins the progress threads, and a CPU the process may not
+ * use fails the context at once. */
+static void test_config_progress_cpu(void **state)
+{
+	struct rdmx_ctx *ctx = NULL;
+	char cpus[256];
+	cpu_set_t set;
+	void *priv;
+	int mine = -1, other = -1;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (int i = CPU_SETSIZE - 1; i >= 0; i--)
+		if (CPU_ISSET(i, &set))
+			mine = i; /* the lowest allowed */
+		else if (other < 0 && i < 1024)
+			other = i; /* one it may not use */
+	assert_true(mine >= 0 && other >= 0);
+
+	snprintf(cpus, sizeof(cpus), "%d", mine);
+	setenv("RDMX_PROGRESS_CPU", cpus, 1);
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_OK);
+	assert_int_equal(rdmx_ctx_transport(ctx, RDMX_TRANSPORT_TCP, &priv),
+			 RDMX_OK);
+	thread_cpus("rdmx-tcp", cpus, sizeof(cpus));
+	assert_int_equal(atoi(cpus), mine);
+	assert_null(strpbrk(cpus, ",-")); /* that one CPU only */
+	assert_int_equal(rdmx_ctx_destroy(ctx), RDMX_OK);
+
+	snprintf(cpus, sizeof(cpus), "%d", other);
+	setenv("RDMX_PROGRESS_CPU", cpus, 1);
+	ctx = NULL;
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
+	assert_null(ctx);
+	setenv("RDMX_PROGRESS_CPU", "2000", 1); /* past the bound */
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_ERR_CONFIG);
+
+	/* auto: the thread may run wherever the process may. */
+	unsetenv("RDMX_PROGRESS_CPU");
+	assert_int_equal(rdmx_ctx_create(NULL, &ctx), RDMX_OK);
+	assert_int_equal(rdmx_ctx_transport(ctx, RDMX_TRANSPORT_TCP, &priv),
+			 RDMX_OK);
+	thread_cpus("rdmx-tcp", cpus, sizeof(cpus));
+	assert_true(*cpus);
+	if (CPU_COUNT(&set) > 1)
+		assert_non_null(strpbrk(cpus, ",-"));
+	assert_int_equal(rdmx_ctx_destroy(ctx), RDMX_OK);
+}
+
 static void test_config_bad_values_fail(void **state)
 {
 	struct rdmx_config cfg;
@@ -191,6 +282,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_config_defaults, teardown),
 		cmocka_unit_test_teardown(test_config_yaml_then_env, teardown),
 		cmocka_unit_test_teardown(test_config_table_public, teardown),
+		cmocka_unit_test_teardown(test_config_progress_cpu, teardown),
 		cmocka_unit_test_teardown(test_config_bad_values_fail,
 					  teardown),
 		cmocka_unit_test_teardown(test_config_units, teardown),

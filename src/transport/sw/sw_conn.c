@@ -37,8 +37,9 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 		goto err_efd;
 	}
 	if (ctx->cfg.progress_thread) {
-		if (rdmx_thread_start(&tctx->thread, rdmx_sw_thread, tctx,
-				      tp->ops->name))
+		if (rdmx_progress_thread_start(ctx, &tctx->thread,
+					       rdmx_sw_thread, tctx,
+					       tp->ops->name))
 			goto err_efd;
 		tctx->thread_running = true;
 	}

@@ -99,8 +99,8 @@ rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p)
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->dev->async_fd, &ev))
 		goto err_sys;
 	if (ctx->cfg.progress_thread) {
-		if (rdmx_thread_start(&v->thread, rdmx_verbs_thread, v,
-				      "verbs"))
+		if (rdmx_progress_thread_start(ctx, &v->thread,
+					       rdmx_verbs_thread, v, "verbs"))
 			goto err_sys;
 		v->thread_running = true;
 	}
