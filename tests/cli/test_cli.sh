@@ -126,7 +126,14 @@ start "$rdmx" bench :0 --metrics 127.0.0.1:0 || exit 1
 mport=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/server")
 "$rdmx" bench "127.0.0.1:$port" --op send -n 1000 -s 100 >/dev/null 2>&1
 "$rdmx" bench "127.0.0.1:$port" --op write -n 500 -s 4k --transport tcp >/dev/null 2>&1
-http_get "$mport" /metrics >"$tmp/metrics"
+# The server ends a session once it has seen the client's close, which
+# may come after the client exits: scrape until it has (up to 5 s).
+for _ in $(seq 50); do
+	http_get "$mport" /metrics >"$tmp/metrics"
+	grep -q '^rdmx_cli_sessions_total{command="bench",result="ok"} 2' "$tmp/metrics" &&
+		grep -q '^rdmx_connections{transport="tcp"} 0' "$tmp/metrics" && break
+	sleep 0.1
+done
 http_get "$mport" /status >"$tmp/status"
 http_get "$mport" /nope >"$tmp/nope"
 recv=$(metric 'rdmx_ops_total{op="recv",dir="in"}')
