@@ -20,6 +20,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,9 @@
 #define BENCH_ALL_MIN 2 /* -a: 2 B .. 8 MiB, as perftest */
 #define BENCH_ALL_MAX (8u << 20)
 
-enum bench_op { B_SEND = 1, B_WRITE, B_READ, B_ATOMIC };
-static const char *const bench_ops[] = { NULL, "send", "write", "read",
-					 "atomic" };
+enum bench_op { B_SEND = 1, B_WRITE, B_READ, B_ATOMIC, B_REG };
+static const char *const bench_ops[] = { NULL,	 "send",   "write",
+					 "read", "atomic", "reg" };
 
 struct bench_opts {
 	const char *addr, *config, *plot;
@@ -42,7 +43,28 @@ struct bench_opts {
 	bool bw, json, once, all;
 	uint64_t size, iters, depth;
 	uint64_t duration_s; /* -D: about this long instead of --iters */
+	int cpu; /* --cpu: the CPU this thread runs on, or -1 */
 };
+
+/*
+ * --cpu: pin the calling thread, after rdmx_ctx_create so that the
+ * context's progress threads keep the CPUs it could use (progress.cpu
+ * places those).
+ */
+static rdmx_status bench_pin(const struct bench_opts *o)
+{
+	cpu_set_t set;
+
+	if (o->cpu < 0)
+		return RDMX_OK;
+	CPU_ZERO(&set);
+	CPU_SET(o->cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		cli_fail("bench", "--cpu %d: %m", o->cpu);
+		return RDMX_ERR_INVALID;
+	}
+	return RDMX_OK;
+}
 
 static rdmx_status bench_buf_alloc(struct cli_session *s, struct cli_buf *b,
 				   size_t len)
@@ -239,6 +261,8 @@ static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
 		sg.length = 8;
 		return rdmx_post_fetch_add(s->conn, &sg, rem->addr & ~7ull,
 					   rem->rkey, 1, i);
+	case B_REG: /* local: bench_reg */
+		break;
 	}
 	return RDMX_ERR_INVALID;
 }
@@ -546,6 +570,73 @@ static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 	return st;
 }
 
+/*
+ * --op reg: rdmx_mr_reg and rdmx_mr_dereg of one buffer, per size: what it
+ * costs to register per request rather than keep a pool. Where a verbs
+ * device is usable the figure includes ibv_reg_mr. Local: no peer.
+ */
+static rdmx_status bench_reg_run(struct cli_session *s,
+				 const struct bench_opts *o, const char *where)
+{
+	uint64_t warm = o->iters / 10, len = (o->size + 4095) & ~4095ull;
+	uint8_t *buf = aligned_alloc(4096, len);
+	double *lat = calloc(o->iters, sizeof(*lat));
+	rdmx_status st = buf && lat ? RDMX_OK : RDMX_ERR_NOMEM;
+	size_t n = 0;
+
+	if (buf) /* mapped and touched: registration, not page faults */
+		memset(buf, 0x5a, len);
+	for (uint64_t i = 0; !st && !cli_stop && i < o->iters + warm; i++) {
+		double t = cli_now_us();
+		struct rdmx_mr *mr;
+
+		st = rdmx_mr_reg(s->ctx, buf, o->size,
+				 RDMX_ACCESS_LOCAL_WRITE |
+					 RDMX_ACCESS_REMOTE_WRITE |
+					 RDMX_ACCESS_REMOTE_READ,
+				 &mr);
+		if (!st)
+			st = rdmx_mr_dereg(mr);
+		if (!st && i >= warm)
+			lat[n++] = cli_now_us() - t;
+	}
+	if (!st && n)
+		bench_report(o, where, lat, n, 0);
+	free(lat);
+	free(buf);
+	return st;
+}
+
+static int bench_reg(const struct bench_opts *o)
+{
+	const char *where = "local"; /* ibv_reg_mr too where verbs is usable */
+	struct bench_opts one = *o;
+	struct cli_session s;
+	rdmx_status st;
+
+	st = cli_session_open(&s, o->config);
+	if (!st)
+		st = bench_pin(o);
+	if (!st && !o->json)
+		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
+		       "transp", "op", "bytes", "iters", "min_us", "median",
+		       "p90", "p99", "p99.9", "max");
+	if (!o->all) {
+		if (!st)
+			st = bench_reg_run(&s, o, where);
+	} else {
+		for (one.size = BENCH_ALL_MIN;
+		     !st && !cli_stop && one.size <= BENCH_ALL_MAX;
+		     one.size *= 2)
+			st = bench_reg_run(&s, &one, where);
+	}
+	cli_session_close(&s);
+	if (st)
+		return cli_fail("bench", "registration failed: %s",
+				rdmx_strerror(st));
+	return 0;
+}
+
 static int bench_client(const struct bench_opts *o)
 {
 	struct rdmx_conn_info info;
@@ -555,6 +646,10 @@ static int bench_client(const struct bench_opts *o)
 
 	if (cli_client_open("bench", &s, o->config, o->addr))
 		return 1;
+	if (bench_pin(o)) {
+		cli_session_close(&s);
+		return 1;
+	}
 	rdmx_conn_info(s.conn, &info);
 	if (!o->json && o->bw)
 		printf(" %-7s %-6s %10s %8s %6s %12s %10s\n", "transp", "op",
@@ -592,7 +687,9 @@ static void bench_usage(FILE *f)
 		"usage: rdmx bench [HOST][:PORT] [options]\n"
 		"  Without HOST, serve on PORT (default 18515); with HOST, measure.\n"
 		"options (client):\n"
-		"      --op OP       send, write, read or atomic (default send)\n"
+		"      --op OP       send, write, read or atomic (default send);\n"
+		"                    reg: rdmx_mr_reg + rdmx_mr_dereg of -s bytes,\n"
+		"                    on this host, no HOST\n"
 		"  -s, --size N      message size (default 8; atomic: 8)\n"
 		"  -a, --all         every size from 2 B to 8 MiB, doubling\n"
 		"  -n, --iters N     iterations (default 10000)\n"
@@ -605,6 +702,8 @@ static void bench_usage(FILE *f)
 		"options (both):\n"
 		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
 		"      --transport T auto, verbs, shm or tcp (as RDMX_TRANSPORT)\n"
+		"      --cpu N       run on CPU N (progress.cpu places rdmx's\n"
+		"                    progress threads)\n"
 		"      --metrics [ADDR:]PORT  serve Prometheus /metrics and JSON\n"
 		"                    /status there: the loopback unless ADDR is\n"
 		"                    named (0: any port, printed); 32\n"
@@ -634,6 +733,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "transport", required_argument, NULL, 7 },
 		{ "duration", required_argument, NULL, 'D' },
 		{ "use_srq", no_argument, NULL, 8 },
+		{ "cpu", required_argument, NULL, 9 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -641,21 +741,22 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	int c;
 
 	*o = (struct bench_opts){
-		.op = B_SEND, .size = 8, .iters = 10000, .depth = 64
+		.op = B_SEND, .size = 8, .iters = 10000, .depth = 64, .cpu = -1
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:n:t:c:D:ah", lo, NULL)) != -1) {
 		switch (c) {
 		case 1:
 			o->op = 0;
-			for (int i = B_SEND; i <= B_ATOMIC; i++)
+			for (int i = B_SEND; i <= B_REG; i++)
 				if (!strcmp(optarg, bench_ops[i]))
 					o->op = (enum bench_op)i;
 			if (!o->op)
-				return cli_fail("bench",
-						"unknown --op '%s' "
-						"(send, write, read or atomic)",
-						optarg);
+				return cli_fail(
+					"bench",
+					"unknown --op '%s' "
+					"(send, write, read, atomic or reg)",
+					optarg);
 			break;
 		case 's':
 			if (!cli_size("bench", "--size", optarg, &o->size))
@@ -704,6 +805,21 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 8: /* perftest's name for it */
 			setenv("RDMX_CONN_USE_SRQ", "on", 1);
 			break;
+		case 9: {
+			uint64_t cpu;
+			cpu_set_t may;
+
+			if (!cli_size("bench", "--cpu", optarg, &cpu))
+				return 1;
+			if (sched_getaffinity(0, sizeof(may), &may) ||
+			    cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &may))
+				return cli_fail("bench",
+						"--cpu %s: not a CPU this "
+						"process may run on",
+						optarg);
+			o->cpu = (int)cpu;
+			break;
+		}
 		case 'h':
 			bench_usage(stdout);
 			return -1;
@@ -726,6 +842,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	}
 	if (o->op == B_ATOMIC)
 		o->size = 8;
+	if (o->op == B_REG && (o->addr || o->bw || o->plot || o->duration_s))
+		return cli_fail("bench", "--op reg measures this host: no "
+					 "HOST, --bw, --plot or --duration");
 	if (!o->size || o->size > (1u << 30))
 		return cli_fail("bench", "--size must be 1..1g");
 	if (o->duration_s && (o->all || o->duration_s > 3600))
@@ -752,9 +871,13 @@ int cli_bench(int argc, char **argv)
 
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	if (o.op == B_REG)
+		return bench_reg(&o);
 	if (!cli_is_server(o.addr))
 		return bench_client(&o);
 	st = cli_session_open(&s, o.config);
+	if (!st)
+		st = bench_pin(&o);
 	if (st) {
 		cli_session_close(&s);
 		return cli_fail("bench", "cannot start: %s", rdmx_strerror(st));

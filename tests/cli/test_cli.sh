@@ -363,6 +363,23 @@ fi
 one_line "bench unknown op" "unknown --op 'teleport'" "$rdmx" bench localhost --op teleport
 one_line "bench buffer too large" "must stay within 1g" "$rdmx" bench localhost --bw -s 64m -t 64
 
+# --op reg: registration and deregistration, measured on this host.
+if run "bench --op reg" 0 "$rdmx" bench --op reg -s 64k -n 300 --json &&
+	grep -qE '^\{"transport":"local","op":"reg","mode":"lat","size":65536,"iters":300,"lat_us":\{"min":[0-9.]+,' "$tmp/out"; then
+	ok "bench --op reg: one JSON row of 300 registrations of 64 KiB"
+else
+	bad "bench --op reg"
+fi
+one_line "bench --op reg with a host" "measures this host" "$rdmx" bench localhost --op reg
+# --cpu: a CPU this process may use pins the bench; another is one line.
+cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//')
+if run "bench --cpu" 0 "$rdmx" bench --op reg -s 4k -n 50 --cpu "$cpu"; then
+	ok "bench --cpu $cpu"
+else
+	bad "bench --cpu"
+fi
+one_line "bench --cpu out of reach" "not a CPU this process may run on" "$rdmx" bench --op reg --cpu 1000
+
 if RDMX_CONN_MAX_SEND_WR=7 run "info" 0 "$rdmx" info --config &&
 	grep -qE "^conn.max_send_wr +7 +1024 +env +RDMX_CONN_MAX_SEND_WR" "$tmp/out"; then
 	ok "info --config: value, default, source and variable"

@@ -185,5 +185,22 @@ print("  rdmx bench %s over %s: min %.2f us, median %.2f us" % (d["op"], d["tran
 	wait
 done
 
+echo "== registration cost with rxe0 (rdmx_mr_reg calls ibv_reg_mr inside)"
+reg_ok=1
+: >/tmp/reg
+: >/tmp/reg.err
+for sz in 4k 1m; do
+	RDMX_VERBS_DEVICE=rxe0 "$rdmx" bench --op reg -s $sz -n 200 --json \
+		>>/tmp/reg 2>>/tmp/reg.err || reg_ok=0
+done
+if [ $reg_ok = 1 ] && python3 -c 'import json,sys
+for line in open("/tmp/reg"):
+	d = json.loads(line); l = d["lat_us"]
+	print("  rdmx bench --op reg -s %d: min %.2f us, median %.2f us" % (d["size"], l["min"], l["median"]))'; then
+	passed "verbs.reg" "registration and deregistration per size"
+else
+	failed "verbs.reg" /tmp/reg /tmp/reg.err
+fi
+
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
