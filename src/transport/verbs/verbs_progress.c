@@ -25,9 +25,11 @@ static rdmx_status rdmx_verbs_status(const struct rdmx_verbs_conn *c,
 	/*
 	 * Once the connection is over, whatever fails says why it ended, in
 	 * the device's words or not (siw completes WRITEs in flight at close
-	 * with LOC_QP_OP_ERR, where the others flush).
+	 * with LOC_QP_OP_ERR, where the others flush). Except a RECV the
+	 * device found too small: that is its own outcome, and on siw the
+	 * Terminate it sends may end the connection before we poll it.
 	 */
-	if (c->dead)
+	if (c->dead && !(recv && wc->status == IBV_WC_LOC_LEN_ERR))
 		return c->flush_status;
 	switch (wc->status) {
 	case IBV_WC_WR_FLUSH_ERR:
