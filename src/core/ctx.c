@@ -66,32 +66,30 @@ rdmx_status rdmx_progress_thread_start(struct rdmx_ctx *ctx, pthread_t *thread,
 				       void *(*fn)(void *), void *arg,
 				       const char *name)
 {
-	int cpu = ctx->cfg.progress_cpu;
-	char comm[16];
-	rdmx_status st;
-
-	st = rdmx_thread_start(thread, fn, arg, name);
-	if (st)
-		return st;
-	snprintf(comm, sizeof(comm), "rdmx-%s", name);
-	pthread_setname_np(*thread, comm);
 	/*
 	 * Unpinned, it may run where the context's creator could: not
 	 * where the thread that opens the transport has since pinned itself
 	 * (rdmx bench --cpu pins its caller after rdmx_ctx_create).
 	 */
 	cpu_set_t set = ctx->cpus;
+	char comm[16];
+	rdmx_status st;
 	int rc;
 
-	if (cpu >= 0) {
+	st = rdmx_thread_start(thread, fn, arg, name);
+	if (st)
+		return st;
+	snprintf(comm, sizeof(comm), "rdmx-%s", name);
+	pthread_setname_np(*thread, comm);
+	if (ctx->cfg.progress_cpu >= 0) {
 		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
+		CPU_SET(ctx->cfg.progress_cpu, &set);
 	}
 	rc = pthread_setaffinity_np(*thread, sizeof(set), &set);
-	if (rc) /* checked at rdmx_ctx_create: the mask changed since */
-		rdmx_warn("progress.cpu %d: %s; the %s progress thread runs "
-			  "where it started",
-			  cpu, strerror(rc), name);
+	if (rc) /* progress.cpu was checked at rdmx_ctx_create */
+		rdmx_warn("the %s progress thread cannot be placed (%s); it "
+			  "runs where it started",
+			  name, strerror(rc));
 	return RDMX_OK;
 }
 
