@@ -6,6 +6,7 @@
  * past the ring's mapping (SIGSEGV in rdmx_shm_get and rdmx_shm_put).
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "shm.h"
@@ -42,10 +43,21 @@ static void wild(bool producer_tail)
 	} else {
 		/* A RECV at the peer, so our SEND has its credit and goes. */
 		assert_int_equal(rdmx_post_recv(p.cconn, &cs, 1, 4), RDMX_OK);
+		/*
+		 * The honest peer stores its head after each read, from the
+		 * value it loaded: wait until it has read all we wrote (the
+		 * credit for RECV 1), so that it cannot overwrite the wild
+		 * head with an old one; it reads nothing more until we write.
+		 */
+		for (int i = 0; atomic_load(&victim->tx->head) !=
+				atomic_load(&victim->tx->tail);
+		     i++) {
+			assert_true(i < 100000);
+			usleep(10);
+		}
 		/* As the peer: a head past everything we wrote. */
 		atomic_fetch_add(&victim->tx->head, 1ull << 40);
-		/* Anything we write next finds it, the credit for the RECV
-		 * above included: the SEND may find the connection over. */
+		/* Our next write finds it: at the post, or just after. */
 		st = rdmx_post_send(p.sconn, &s, 3);
 		if (st == RDMX_OK) {
 			wc = wait_wc(p.s.cq);
