@@ -607,29 +607,47 @@ static rdmx_status bench_reg_run(struct cli_session *s,
 	return st;
 }
 
+/*
+ * The header, then one run of @o, or with -a one per size on the same
+ * session: --op reg here, the others against the server.
+ */
+static rdmx_status bench_measure(struct cli_session *s,
+				 const struct bench_opts *o,
+				 const char *transport)
+{
+	struct bench_opts one = *o;
+	bool armed = false;
+	rdmx_status st = RDMX_OK;
+
+	if (!o->json && o->bw)
+		printf(" %-7s %-6s %10s %8s %6s %12s %10s\n", "transp", "op",
+		       "bytes", "iters", "depth", "msg/s", "GB/s");
+	else if (!o->json)
+		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
+		       "transp", "op", "bytes", "iters", "min_us", "median",
+		       "p90", "p99", "p99.9", "max");
+	if (o->all && o->op != B_ATOMIC) /* atomics: 8 bytes only */
+		one.size = BENCH_ALL_MIN;
+	do {
+		st = o->op == B_REG ? bench_reg_run(s, &one, transport)
+				    : bench_run(s, &one, transport, &armed);
+		fflush(stdout);
+		one.size *= 2;
+	} while (!st && !cli_stop && o->all && o->op != B_ATOMIC &&
+		 one.size <= BENCH_ALL_MAX);
+	return st;
+}
+
 static int bench_reg(const struct bench_opts *o)
 {
-	const char *where = "local"; /* ibv_reg_mr too where verbs is usable */
-	struct bench_opts one = *o;
 	struct cli_session s;
 	rdmx_status st;
 
 	st = cli_session_open(&s, o->config);
 	if (!st)
 		st = bench_pin(o);
-	if (!st && !o->json)
-		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
-		       "transp", "op", "bytes", "iters", "min_us", "median",
-		       "p90", "p99", "p99.9", "max");
-	if (!o->all) {
-		if (!st)
-			st = bench_reg_run(&s, o, where);
-	} else {
-		for (one.size = BENCH_ALL_MIN;
-		     !st && !cli_stop && one.size <= BENCH_ALL_MAX;
-		     one.size *= 2)
-			st = bench_reg_run(&s, &one, where);
-	}
+	if (!st) /* ibv_reg_mr too where verbs is usable */
+		st = bench_measure(&s, o, "local");
 	cli_session_close(&s);
 	if (st)
 		return cli_fail("bench", "registration failed: %s",
@@ -641,7 +659,6 @@ static int bench_client(const struct bench_opts *o)
 {
 	struct rdmx_conn_info info;
 	struct cli_session s;
-	bool armed = false;
 	rdmx_status st;
 
 	if (cli_client_open("bench", &s, o->config, o->addr))
@@ -651,26 +668,7 @@ static int bench_client(const struct bench_opts *o)
 		return 1;
 	}
 	rdmx_conn_info(s.conn, &info);
-	if (!o->json && o->bw)
-		printf(" %-7s %-6s %10s %8s %6s %12s %10s\n", "transp", "op",
-		       "bytes", "iters", "depth", "msg/s", "GB/s");
-	else if (!o->json)
-		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
-		       "transp", "op", "bytes", "iters", "min_us", "median",
-		       "p90", "p99", "p99.9", "max");
-	if (!o->all || o->op == B_ATOMIC) { /* atomics: 8 bytes only */
-		st = bench_run(&s, o, info.transport, &armed);
-	} else { /* every size on one connection */
-		struct bench_opts one = *o;
-
-		st = RDMX_OK;
-		for (one.size = BENCH_ALL_MIN;
-		     !st && !cli_stop && one.size <= BENCH_ALL_MAX;
-		     one.size *= 2) {
-			st = bench_run(&s, &one, info.transport, &armed);
-			fflush(stdout);
-		}
-	}
+	st = bench_measure(&s, o, info.transport);
 	cli_session_close(&s);
 	if (st)
 		return cli_fail("bench", "%s %s failed: %s", bench_ops[o->op],

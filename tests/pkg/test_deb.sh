@@ -67,17 +67,13 @@ man rdmx_post_write 2>/dev/null | grep -q 'rdmx_post_write_imm' &&
 for unit in rdmx-kv rdmx-page; do
 	file=/lib/systemd/system/$unit.service
 	check "$unit.service: systemd-analyze verify" sh -c "cd / && systemd-analyze verify '$file'"
-	(
-		eval "$(sed -n 's/^Environment="\{0,1\}\(RDMX_[A-Z_]*_\(PORT\|OPTS\)\)=\(.*\)$/export \1="\3/p' "$file" |
-			sed 's/"\{0,1\}$/"/')"
-		port=$((20000 + RANDOM % 20000))
-		export RDMX_KV_PORT=$port RDMX_PAGE_PORT=$port RDMX_CONFIG=
-		cmd=$(sed -n 's/^ExecStart=//p' "$file")
-		# systemd's ${VAR} is one word, $VAR split at spaces: bash's too.
-		cmd=${cmd//\$\{RDMX_KV_PORT\}/$port}
-		cmd=${cmd//\$\{RDMX_PAGE_PORT\}/$port}
-		eval "exec $cmd" >"$tmp/$unit.log" 2>&1
-	) &
+	# As systemd runs it: ${VAR} one word, $VAR split at blanks.
+	port=$((20000 + RANDOM % 20000))
+	opts=$(sed -n 's/^Environment="RDMX_[A-Z]*_OPTS=\(.*\)"$/\1/p' "$file")
+	cmd=$(sed -n 's/^ExecStart=//p' "$file")
+	cmd=${cmd/\$\{RDMX_*_PORT\}/$port}
+	cmd=${cmd/\$RDMX_*_OPTS/$opts}
+	(unset RDMX_CONFIG && exec $cmd) >"$tmp/$unit.log" 2>&1 &
 	pid=$!
 	pids+=($pid)
 	for _ in $(seq 100); do grep -q "listening on port" "$tmp/$unit.log" 2>/dev/null && break; sleep 0.1; done

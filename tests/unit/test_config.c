@@ -2,6 +2,7 @@
 /* Description: config defaults, YAML file, RDMX_* overrides and bad values. */
 #include <dirent.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,42 +144,49 @@ static void test_config_table_public(void **state)
 			 0);
 }
 
+/* In file @path, the first line that starts with @prefix, past it and its
+ * blanks, without the newline. */
+static bool proc_line(const char *path, const char *prefix, char *out,
+		      size_t len)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		found = !strncmp(line, prefix, strlen(prefix));
+		if (found)
+			snprintf(out, len, "%s",
+				 line + strlen(prefix) +
+					 strspn(line + strlen(prefix), " \t"));
+	}
+	if (f)
+		fclose(f);
+	out[found ? strcspn(out, "\n") : 0] = '\0';
+	return found;
+}
+
 /* The Cpus_allowed_list of this process's thread named @comm, or "". */
 static void thread_cpus(const char *comm, char *out, size_t len)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
+	char path[300], name[32];
 
 	*out = '\0';
 	while (d && (e = readdir(d))) {
-		char path[300], line[256];
-		FILE *f;
-
 		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
 			 e->d_name);
-		f = fopen(path, "r");
-		if (!f)
+		if (!proc_line(path, "", name, sizeof(name)) ||
+		    strcmp(name, comm))
 			continue;
-		if (!fgets(line, sizeof(line), f) ||
-		    strncmp(line, comm, strlen(comm)) ||
-		    line[strlen(comm)] != '\n') {
-			fclose(f);
-			continue;
-		}
-		fclose(f);
 		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
 			 e->d_name);
-		f = fopen(path, "r");
-		while (f && fgets(line, sizeof(line), f))
-			if (!strncmp(line, "Cpus_allowed_list:", 18))
-				sscanf(line + 18, "%255s", out);
-		if (f)
-			fclose(f);
+		proc_line(path, "Cpus_allowed_list:", out, len);
 		break;
 	}
 	if (d)
 		closedir(d);
-	(void)len;
 }
 
 /* progress.cpu pins the progress threads, and a CPU the process may not
