@@ -33,9 +33,8 @@ int main(int argc, char **argv)
 			 &mr);
 	if (st)
 		example_die("rdmx_mr_reg", st);
-	if (ex.server) {
+	if (ex.server) /* the client gets its descriptor with the connection */
 		example_offer_region(mr, desc, &attr);
-	}
 	example_open(&ex, &attr);
 	if (ex.server) {
 		/* Nothing to do but wait for the client to leave: a RECV
