@@ -22,28 +22,38 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 								: NULL;
 }
 
-rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
-				const struct rdmx_hs_result *res,
-				const struct rdmx_conn_attr *attr,
-				uint64_t deadline, struct rdmx_conn **conn_p)
+static const void *rdmx_attr_data(const struct rdmx_conn_attr *attr,
+				  size_t *len_p)
+{
+	bool has = attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA;
+
+	*len_p = has ? attr->private_data_len : 0;
+	return has ? attr->private_data : NULL;
+}
+
+rdmx_status rdmx_conn_setup(struct rdmx_ctx *ctx, int fd, bool accepting,
+			    const struct rdmx_hs_result *res,
+			    const struct rdmx_conn_attr *attr,
+			    uint64_t deadline, struct rdmx_conn **conn_p)
 {
 	struct rdmx_conn_info info = { 0 };
 	uint8_t data[RDMX_PRIVATE_DATA_MAX];
 	uint16_t dlen = 0;
 	struct rdmx_conn *conn;
+	const void *mine;
+	size_t len;
 	void *priv;
 	rdmx_status st;
 
 	rdmx_sock_name(fd, false, info.local_addr, sizeof(info.local_addr));
 	rdmx_sock_name(fd, true, info.peer_addr, sizeof(info.peer_addr));
-	st = rdmx_hs_private(ctx, fd, info.peer_addr,
-			     attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA
-				     ? attr->private_data
-				     : NULL,
-			     attr->mask & RDMX_CONN_ATTR_PRIVATE_DATA
-				     ? attr->private_data_len
-				     : 0,
-			     deadline, data, &dlen);
+	mine = rdmx_attr_data(attr, &len);
+	st = accepting ? rdmx_hs_private_recv(ctx, fd, info.peer_addr, deadline,
+					      data, &dlen)
+		       : rdmx_hs_private_send(ctx, fd, info.peer_addr, mine,
+					      len, deadline);
+	if (!st)
+		st = rdmx_ctx_transport(ctx, res->transport, &priv);
 	if (st) {
 		close(fd);
 		return st;
@@ -51,16 +61,19 @@ rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 	snprintf(info.transport, sizeof(info.transport), "%s",
 		 rdmx_transport_by_id(res->transport)->name);
 	snprintf(info.reason, sizeof(info.reason), "%s", res->reason);
-
-	st = rdmx_ctx_transport(ctx, res->transport, &priv);
-	if (st) {
-		close(fd);
-		return st;
-	}
 	st = ctx->tp[res->transport].ops->conn_create(priv, fd, accepting, attr,
 						      deadline, &conn);
 	if (st)
 		return st;
+	/* Nothing reads @fd until conn_start: the server's answer is ours. */
+	if (!accepting) {
+		st = rdmx_hs_private_recv(ctx, fd, info.peer_addr, deadline,
+					  data, &dlen);
+		if (st) {
+			conn->ops->conn_close(conn);
+			return st;
+		}
+	}
 	info.flags = conn->info.flags; /* the transport's */
 	if (conn->caps & RDMX_CAP_ATOMIC)
 		info.flags |= RDMX_CONN_ATOMICS;
@@ -71,21 +84,59 @@ rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
 			 conn->info.reason);
 	}
 	conn->info = info;
+	conn->ctl_fd = fd;
 	memcpy(conn->peer_data, data, dlen);
 	conn->peer_data_len = dlen;
-	if (rdmx_lat_create(conn)) {
+	*conn_p = conn;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_conn_start(struct rdmx_conn *conn, bool accepting,
+			    const struct rdmx_conn_attr *attr,
+			    uint64_t deadline, struct rdmx_conn **conn_p)
+{
+	struct rdmx_ctx *ctx = conn->ctx;
+	const void *mine;
+	size_t len;
+	rdmx_status st = RDMX_OK;
+
+	mine = rdmx_attr_data(attr, &len);
+	if (accepting)
+		st = rdmx_hs_private_send(ctx, conn->ctl_fd,
+					  conn->info.peer_addr, mine, len,
+					  deadline);
+	if (!st && rdmx_lat_create(conn))
+		st = RDMX_ERR_NOMEM;
+	if (st) {
 		conn->ops->conn_close(conn);
-		return RDMX_ERR_NOMEM;
+		return st;
 	}
+	/* The accepting call's, which may not be the one it was set up for. */
+	conn->cq = attr->cq;
+	conn->srq = (attr->mask & RDMX_CONN_ATTR_SRQ) ? attr->srq : NULL;
+	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
+								: NULL;
 	rdmx_stats_conn(conn, 1);
-	rdmx_cq_attach(attr->cq, 1);
+	rdmx_cq_attach(conn->cq, 1);
 	if (conn->srq)
 		atomic_fetch_add(&conn->srq->nconns, 1);
 	rdmx_ctx_child(ctx, &ctx->nconns, 1);
-	rdmx_info("connected %s -> %s over %s: %s", info.local_addr,
-		  info.peer_addr, info.transport, info.reason);
+	st = conn->ops->conn_start(conn);
+	if (st) {
+		rdmx_conn_close(conn);
+		return st;
+	}
+	rdmx_info("connected %s -> %s over %s: %s", conn->info.local_addr,
+		  conn->info.peer_addr, conn->info.transport,
+		  conn->info.reason);
 	*conn_p = conn;
 	return RDMX_OK;
+}
+
+void rdmx_conn_discard(struct rdmx_conn *conn)
+{
+	if (conn)
+		conn->ops->conn_close(conn);
 }
 
 bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
@@ -136,6 +187,7 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 	/* The call's bound covers all of it: name, TCP, handshake, setup. */
 	uint64_t call = rdmx_deadline(timeout_ms), step;
 	struct rdmx_hs_result res;
+	struct rdmx_conn *conn;
 	char peer[64], named[256];
 	rdmx_status st;
 	int fd;
@@ -169,7 +221,10 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 	}
 	if (timeout_ms < 0)
 		step = rdmx_deadline((int)ctx->cfg.handshake_timeout_ms);
-	return rdmx_conn_establish(ctx, fd, false, &res, attr, step, conn_p);
+	st = rdmx_conn_setup(ctx, fd, false, &res, attr, step, &conn);
+	if (st)
+		return st;
+	return rdmx_conn_start(conn, false, attr, step, conn_p);
 }
 
 void rdmx_conn_close(struct rdmx_conn *conn)

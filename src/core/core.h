@@ -71,14 +71,26 @@ struct rdmx_transport_ops {
 	void (*close)(void *priv);
 	/*
 	 * Turn a control socket whose handshake chose this transport into a
-	 * connection, its setup done by @deadline (rdmx_now_us() time).
-	 * Owns @fd from the call on, success or not.
+	 * connection, its setup done by @deadline (rdmx_now_us() time), not
+	 * started. Owns @fd from the call on, success or not, and reads or
+	 * writes it only inside this call and from conn_start on.
 	 */
 	rdmx_status (*conn_create)(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
 				   uint64_t deadline,
 				   struct rdmx_conn **conn_p);
-	/* Flush posted work as RDMX_ERR_FLUSHED into the cq, then free. */
+	/*
+	 * Make a connection from conn_create live, its progress
+	 * driven and its completions pushed to conn->cq (which core may
+	 * change before the call). Until then nothing drives it and it
+	 * completes nothing, so a listener can set it up before rdmx_accept
+	 * hands it out. On failure it is as before the call.
+	 */
+	rdmx_status (*conn_start)(struct rdmx_conn *conn);
+	/*
+	 * Flush posted work as RDMX_ERR_FLUSHED into the cq, then free;
+	 * also a connection that was never started.
+	 */
 	void (*conn_close)(struct rdmx_conn *conn);
 	/* RDMX_OK while up, else the status its work ended with. */
 	rdmx_status (*conn_check)(struct rdmx_conn *conn);
@@ -114,6 +126,12 @@ struct rdmx_transport_ops {
 	 */
 	rdmx_status (*reg_mr)(void *priv, struct rdmx_mr *mr, uint32_t *rkey_p);
 	void (*dereg_mr)(void *priv, struct rdmx_mr *mr);
+	/*
+	 * Optional: @mr is being deregistered while requests posted here
+	 * still use it (mr->posted): end the connections they are on, as a
+	 * NIC's protection error would, so their flush frees them.
+	 */
+	void (*mr_revoke)(void *priv, struct rdmx_mr *mr);
 	/* A descriptor readable when progress() has work (for waiting). */
 	int (*progress_fd)(void *priv);
 	/*
@@ -197,9 +215,24 @@ struct rdmx_mr {
 	unsigned access;
 	uint64_t rkey; /* rdmx_remote.rkey: random high half, NIC's low */
 	atomic_uint refs; /* transfers in progress into or out of it */
+	/* Requests posted here whose buffers lie in it, until freed. */
+	atomic_uint posted;
 	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
 };
+
+/*
+ * A software transport's request takes one of these per sge for as long
+ * as it may read or write the buffer (until it is freed): rdmx_mr_dereg
+ * waits for them, after ending the connections they are posted on.
+ */
+static inline void rdmx_mr_use(struct rdmx_mr *mr, int delta)
+{
+	if (delta > 0)
+		atomic_fetch_add_explicit(&mr->posted, 1, memory_order_relaxed);
+	else
+		atomic_fetch_sub_explicit(&mr->posted, 1, memory_order_release);
+}
 
 /*
  * rdmx_mr_acquire - the target side of a one-sided operation: find the live
@@ -276,18 +309,36 @@ struct rdmx_conn {
 	struct rdmx_lat *lat; /* post stamps; NULL unless metrics.latency */
 	uint8_t peer_data[RDMX_PRIVATE_DATA_MAX]; /* the peer's private data */
 	uint16_t peer_data_len;
+	int ctl_fd; /* the control socket, the transport's: core writes on it
+		       only before conn_start */
 };
 
 /*
- * Hand a control socket that finished its handshake to its transport
- * (conn.c), whose setup ends by @deadline. It owns @fd from here on, and
- * closes it if it fails.
+ * A connection in two steps (conn.c), so that a listener's workers can do
+ * the first, which waits on the peer, before rdmx_accept is called.
+ *
+ * rdmx_conn_setup hands a control socket that finished its handshake to
+ * its transport, whose setup ends by @deadline, and exchanges the private
+ * data that can be (see handshake.h). It owns @fd from here on, and
+ * closes it if it fails. The connection it gives is not live: nothing
+ * drives it and it completes nothing. A client's is set up for @attr;
+ * a server's transport may read only the transports @attr allows.
+ *
+ * rdmx_conn_start sends the server's private data (@accepting), takes
+ * @attr's cq, srq and user_ctx, counts the connection and makes it live
+ * (the transport binds the srq there). On
+ * failure the connection is gone. rdmx_conn_discard frees one that was
+ * set up and never started.
  */
 struct rdmx_hs_result;
-rdmx_status rdmx_conn_establish(struct rdmx_ctx *ctx, int fd, bool accepting,
-				const struct rdmx_hs_result *res,
-				const struct rdmx_conn_attr *attr,
-				uint64_t deadline, struct rdmx_conn **conn_p);
+rdmx_status rdmx_conn_setup(struct rdmx_ctx *ctx, int fd, bool accepting,
+			    const struct rdmx_hs_result *res,
+			    const struct rdmx_conn_attr *attr,
+			    uint64_t deadline, struct rdmx_conn **conn_p);
+rdmx_status rdmx_conn_start(struct rdmx_conn *conn, bool accepting,
+			    const struct rdmx_conn_attr *attr,
+			    uint64_t deadline, struct rdmx_conn **conn_p);
+void rdmx_conn_discard(struct rdmx_conn *conn);
 /* @attr is usable on @ctx, and @out is not NULL; logs what is wrong. */
 bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 		       const struct rdmx_conn_attr *attr, void *out);

@@ -304,23 +304,36 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	return RDMX_OK;
 }
 
-rdmx_status rdmx_hs_private(struct rdmx_ctx *ctx, int fd, const char *peer,
-			    const void *mine, size_t len, uint64_t deadline,
-			    uint8_t *theirs, uint16_t *theirs_len_p)
+rdmx_status rdmx_hs_private_send(struct rdmx_ctx *ctx, int fd, const char *peer,
+				 const void *mine, size_t len,
+				 uint64_t deadline)
 {
 	struct rdmx_hs hs;
 	struct rdmx_hs_msg msg = { .type = RDMX_HS_PRIVATE,
-				   .data_len = (uint16_t)len },
-			   got;
+				   .data_len = (uint16_t)len };
 	rdmx_status st;
 
 	rdmx_hs_init(&hs, ctx, fd, peer, ~0ull, deadline);
 	if (len)
 		memcpy(msg.data, mine, len);
-	/* Both sides write first: 272 bytes fit any socket buffer. */
 	st = rdmx_hs_send(&hs, &msg);
-	if (!st)
-		st = rdmx_hs_recv(&hs, RDMX_HS_PRIVATE, &got);
+	if (st == RDMX_ERR_CONN_LOST)
+		rdmx_error("connection setup with %s: the peer closed before "
+			   "our private data went out",
+			   peer);
+	return st;
+}
+
+rdmx_status rdmx_hs_private_recv(struct rdmx_ctx *ctx, int fd, const char *peer,
+				 uint64_t deadline, uint8_t *theirs,
+				 uint16_t *theirs_len_p)
+{
+	struct rdmx_hs hs;
+	struct rdmx_hs_msg got;
+	rdmx_status st;
+
+	rdmx_hs_init(&hs, ctx, fd, peer, ~0ull, deadline);
+	st = rdmx_hs_recv(&hs, RDMX_HS_PRIVATE, &got);
 	if (st == RDMX_ERR_CONN_LOST)
 		rdmx_error("connection setup with %s: the peer closed before "
 			   "its private data",

@@ -26,13 +26,20 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 			   struct rdmx_hs_result *res);
 
 /*
- * After the handshake, once the server has accepted: send @len bytes of
- * private data (@len <= RDMX_PRIVATE_DATA_MAX) and read the peer's into
- * @theirs (RDMX_PRIVATE_DATA_MAX bytes), its length in *theirs_len_p.
- * Logged like the handshake's failures.
+ * After the handshake, each side's private data (@len <=
+ * RDMX_PRIVATE_DATA_MAX bytes), one message each way. The client sends
+ * its own before the transport's setup and reads the server's after it;
+ * the server reads the client's before the setup and sends its own when
+ * rdmx_accept hands the connection out, so a listener's workers can set
+ * up a connection before the accepting call's attr is known. The receive
+ * fills @theirs (RDMX_PRIVATE_DATA_MAX bytes) and *theirs_len_p. Logged
+ * like the handshake's failures.
  */
-rdmx_status rdmx_hs_private(struct rdmx_ctx *ctx, int fd, const char *peer,
-			    const void *mine, size_t len, uint64_t deadline,
-			    uint8_t *theirs, uint16_t *theirs_len_p);
+rdmx_status rdmx_hs_private_send(struct rdmx_ctx *ctx, int fd, const char *peer,
+				 const void *mine, size_t len,
+				 uint64_t deadline);
+rdmx_status rdmx_hs_private_recv(struct rdmx_ctx *ctx, int fd, const char *peer,
+				 uint64_t deadline, uint8_t *theirs,
+				 uint16_t *theirs_len_p);
 
 #endif

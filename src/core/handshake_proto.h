@@ -19,9 +19,17 @@
  * up (its rdmx_connect timed out) closes instead, so the two sides agree
  * on whether a connection exists.
  *
- * Then, once the server's rdmx_accept has taken the peer, each side sends
- * PRIVATE (length, up to RDMX_PRIVATE_DATA_MAX bytes of the application's
- * private data) and reads the other's, before the transport's setup.
+ * Then PRIVATE (length, up to RDMX_PRIVATE_DATA_MAX bytes of the
+ * application's private data) goes each way, around the transport's setup:
+ *
+ *   PRIVATE (client's)           ->
+ *   ... the transport's setup (its own protocol) ...
+ *                                <- PRIVATE (server's)
+ *
+ * The server's comes only when its rdmx_accept hands the connection out,
+ * so the setup runs in the listener's worker, beside other peers', before
+ * the accepting call (and the private data it offers) is known. Version 4
+ * moved the server's PRIVATE after the setup; version 3 sent both before.
  *
  * With a pre-shared key, mac_c = HMAC-SHA256(key, "rdmx-client" ||
  * SHA-256(HELLO || WELCOME)) and mac_s = HMAC-SHA256(key, "rdmx-server" ||
@@ -43,7 +51,7 @@
 #include "rdmx.h"
 
 #define RDMX_HS_MAGIC 0x52444d58u /* "RDMX" */
-#define RDMX_HS_VERSION 3
+#define RDMX_HS_VERSION 4
 #define RDMX_HS_HDR_LEN 12
 #define RDMX_HS_NONCE_LEN 32
 #define RDMX_HS_MAC_LEN 32

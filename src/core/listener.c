@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Listeners. Each accepted peer's handshake runs in a thread of its own,
- * so a peer that says nothing, or sends garbage slowly, holds up only its
- * own handshake: rdmx_accept hands out whichever finishes first. Pending
- * handshakes are bounded in all (listen.max_pending) and per source
- * address (listen.max_pending_per_addr); a peer over a bound is closed at
- * once. The transport's own setup (conn_create) runs in rdmx_accept, with
- * its caller's attributes.
+ * Listeners. Each accepted peer's handshake and connection setup (the
+ * transport's: shm rings, an rdma_cm exchange) run in a thread of its own,
+ * so a peer that says nothing, sends garbage slowly or stalls in its
+ * setup holds up only itself: rdmx_accept hands out whichever finishes
+ * first. Pending peers are bounded in all (listen.max_pending) and per
+ * source address (listen.max_pending_per_addr); a peer over a bound is
+ * closed at once.
+ *
+ * A worker sets its peer up with the transports allowed by the accepting
+ * call that admitted it, and the connection waits, not started (it
+ * completes nothing), until a call that allows the same takes it; that
+ * call's cq, srq, user_ctx and private data go with it (a verbs QP is
+ * made only then, and a sw connection joins its srq only then).
  *
  * Locking: `lock` guards the slots and counters. A slot is the worker's
  * while WORKING and the listener's otherwise.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +37,14 @@ struct rdmx_pending {
 	struct rdmx_listener *lst;
 	enum rdmx_slot_state state;
 	int fd;
-	uint64_t allow; /* transports the accepting call's attr allows */
+	int hold; /* WORKING: a dup of fd, which setup may close, to shut down
+		   */
+	uint64_t allow; /* transports the admitting call's attr allows */
+	struct rdmx_cq *cq; /* and its cq, until rdmx_accept gives one */
 	uint64_t seq; /* READY: first come, first served */
 	char peer[64]; /* address:port */
 	char host[64]; /* address only: the per-address bound */
-	struct rdmx_hs_result res;
+	struct rdmx_conn *conn; /* READY: set up, not started */
 };
 
 struct rdmx_listener {
@@ -139,15 +149,15 @@ void rdmx_listener_close(struct rdmx_listener *lst)
 	if (!lst)
 		return;
 	pthread_mutex_lock(&lst->lock);
-	/* Handshakes in progress fail at once; wait for their threads. */
+	/* Handshakes and setups in progress fail at once; wait for them. */
 	for (unsigned i = 0; i < lst->nslots; i++)
 		if (lst->slots[i].state == RDMX_SLOT_WORKING)
-			shutdown(lst->slots[i].fd, SHUT_RDWR);
+			shutdown(lst->slots[i].hold, SHUT_RDWR);
 	while (lst->working)
 		pthread_cond_wait(&lst->idle, &lst->lock);
 	for (unsigned i = 0; i < lst->nslots; i++)
 		if (lst->slots[i].state == RDMX_SLOT_READY)
-			close(lst->slots[i].fd);
+			rdmx_conn_discard(lst->slots[i].conn);
 	pthread_mutex_unlock(&lst->lock);
 	pthread_mutex_destroy(&lst->lock);
 	pthread_cond_destroy(&lst->idle);
@@ -158,17 +168,33 @@ void rdmx_listener_close(struct rdmx_listener *lst)
 	free(lst);
 }
 
+/* A peer's handshake, then its connection's setup. */
 static void *rdmx_hs_worker(void *arg)
 {
 	struct rdmx_pending *p = arg;
 	struct rdmx_listener *lst = p->lst;
+	struct rdmx_conn_attr attr = { .cq = p->cq };
+	struct rdmx_hs_result res;
 	uint64_t one = 1;
 	rdmx_status st;
 
-	st = rdmx_hs_server(lst->ctx, p->fd, p->peer, p->allow, 0, &p->res);
-	pthread_mutex_lock(&lst->lock);
+	st = rdmx_hs_server(lst->ctx, p->fd, p->peer, p->allow, 0, &res);
 	if (st) {
 		close(p->fd);
+	} else {
+		/* It owns fd now, and closes it if it fails. */
+		st = rdmx_conn_setup(
+			lst->ctx, p->fd, true, &res, &attr,
+			rdmx_deadline((int)lst->ctx->cfg.handshake_timeout_ms),
+			&p->conn);
+		if (st)
+			rdmx_warn("refused %s: its connection could not be set "
+				  "up (%s)",
+				  p->peer, rdmx_strerror(st));
+	}
+	pthread_mutex_lock(&lst->lock);
+	close(p->hold);
+	if (st) {
 		p->state = RDMX_SLOT_FREE;
 	} else {
 		p->seq = ++lst->seq;
@@ -197,10 +223,12 @@ static bool rdmx_listen_may_warn(struct rdmx_listener *lst)
 }
 
 /*
- * A new peer: within the bounds, start its handshake; else close it. Call
- * with lock held; takes @fd either way.
+ * A new peer: within the bounds, start its handshake and setup for the
+ * admitting call's @attr; else close it. Call with lock held; takes @fd
+ * either way.
  */
-static void rdmx_listen_admit(struct rdmx_listener *lst, int fd, uint64_t allow)
+static void rdmx_listen_admit(struct rdmx_listener *lst, int fd,
+			      const struct rdmx_conn_attr *attr)
 {
 	const struct rdmx_config *cfg = &lst->ctx->cfg;
 	struct rdmx_pending *p = NULL;
@@ -245,12 +273,24 @@ static void rdmx_listen_admit(struct rdmx_listener *lst, int fd, uint64_t allow)
 	}
 	rdmx_sock_liveness(fd, (unsigned)cfg->tcp_user_timeout_ms);
 	*p = (struct rdmx_pending){
-		.lst = lst, .state = RDMX_SLOT_WORKING, .fd = fd, .allow = allow
+		.lst = lst,
+		.state = RDMX_SLOT_WORKING,
+		.fd = fd,
+		.hold = fcntl(fd, F_DUPFD_CLOEXEC, 0),
+		.allow = rdmx_conn_attr_transports(attr),
+		.cq = attr->cq,
 	};
 	memcpy(p->peer, peer, sizeof(p->peer));
 	memcpy(p->host, host, sizeof(p->host));
+	if (p->hold < 0) {
+		rdmx_warn("refused %s: dup: %m", peer);
+		p->state = RDMX_SLOT_FREE;
+		close(fd);
+		return;
+	}
 	if (rdmx_thread_start(&t, rdmx_hs_worker, p, "handshake")) {
 		p->state = RDMX_SLOT_FREE;
+		close(p->hold);
 		close(fd);
 		return;
 	}
@@ -258,10 +298,12 @@ static void rdmx_listen_admit(struct rdmx_listener *lst, int fd, uint64_t allow)
 	lst->working++;
 }
 
-/* The oldest finished handshake the caller's attr allows. Call with lock. */
+/* The oldest connection set up for the transports @attr allows. Call
+ * with lock held. */
 static struct rdmx_pending *rdmx_listen_ready(struct rdmx_listener *lst,
-					      uint64_t allow)
+					      const struct rdmx_conn_attr *attr)
 {
+	uint64_t allow = rdmx_conn_attr_transports(attr);
 	struct rdmx_pending *best = NULL;
 
 	for (unsigned i = 0; i < lst->nslots; i++) {
@@ -279,7 +321,8 @@ static struct rdmx_pending *rdmx_listen_ready(struct rdmx_listener *lst,
  * descriptors or memory is not the listener's end: back off briefly, the
  * peer stays queued. Call with lock held.
  */
-static void rdmx_listen_take(struct rdmx_listener *lst, uint64_t allow)
+static void rdmx_listen_take(struct rdmx_listener *lst,
+			     const struct rdmx_conn_attr *attr)
 {
 	struct timespec nap = { 0, 20 * 1000 * 1000 };
 
@@ -288,7 +331,7 @@ static void rdmx_listen_take(struct rdmx_listener *lst, uint64_t allow)
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd >= 0) {
-			rdmx_listen_admit(lst, fd, allow);
+			rdmx_listen_admit(lst, fd, attr);
 			continue;
 		}
 		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
@@ -308,38 +351,37 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 			const struct rdmx_conn_attr *attr, int timeout_ms,
 			struct rdmx_conn **conn_p)
 {
-	uint64_t deadline = rdmx_deadline(timeout_ms), allow, v;
+	uint64_t deadline = rdmx_deadline(timeout_ms), v;
 	struct pollfd pfd[2];
 	struct rdmx_pending *p;
-	struct rdmx_hs_result res;
+	struct rdmx_conn *conn;
 	char peer[64];
 	rdmx_status st;
-	int fd, wait;
+	int wait;
 
 	if (!lst)
 		return rdmx_invalid("rdmx_accept", "NULL listener");
 	if (!rdmx_conn_attr_ok(lst->ctx, attr, conn_p))
 		return RDMX_ERR_INVALID;
-	allow = rdmx_conn_attr_transports(attr);
 	pthread_mutex_lock(&lst->lock);
 	for (;;) {
-		p = rdmx_listen_ready(lst, allow);
+		p = rdmx_listen_ready(lst, attr);
 		if (p) {
-			fd = p->fd;
-			res = p->res;
+			conn = p->conn;
 			memcpy(peer, p->peer, sizeof(peer));
 			p->state = RDMX_SLOT_FREE;
 			pthread_mutex_unlock(&lst->lock);
-			/* It owns fd now, and closes it if it fails. */
-			st = rdmx_conn_establish(
-				lst->ctx, fd, true, &res, attr,
+			/* Our private data goes out; a peer gone by now is
+			 * the next one's turn. */
+			st = rdmx_conn_start(
+				conn, true, attr,
 				rdmx_deadline(
 					(int)lst->ctx->cfg.handshake_timeout_ms),
 				conn_p);
 			if (st == RDMX_OK || st == RDMX_ERR_NOMEM)
 				return st;
-			rdmx_warn("refused %s: its connection could not be set "
-				  "up (%s)",
+			rdmx_warn("refused %s: its connection could not be "
+				  "started (%s)",
 				  peer, rdmx_strerror(st));
 			pthread_mutex_lock(&lst->lock);
 			continue;
@@ -360,7 +402,7 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 			rdmx_debug("listen: eventfd read: %m");
 		pthread_mutex_lock(&lst->lock);
 		if (pfd[0].revents & POLLIN)
-			rdmx_listen_take(lst, allow);
+			rdmx_listen_take(lst, attr);
 	}
 	pthread_mutex_unlock(&lst->lock);
 	return RDMX_ERR_TIMEOUT;

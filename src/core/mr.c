@@ -61,6 +61,16 @@ static void rdmx_mr_dereg_hw(struct rdmx_ctx *ctx, struct rdmx_mr *mr)
 	}
 }
 
+static void rdmx_mr_revoke(struct rdmx_ctx *ctx, struct rdmx_mr *mr)
+{
+	for (unsigned i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load(&ctx->tp[i].priv);
+
+		if (priv && ctx->tp[i].ops->mr_revoke)
+			ctx->tp[i].ops->mr_revoke(priv, mr);
+	}
+}
+
 /*
  * Is [addr, addr + length) mapped, every page of it? The same answer on
  * every transport (a NIC's registration would fail on a hole, a software
@@ -170,9 +180,14 @@ rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr)
 	/*
 	 * No new transfer can find it now. Transfers already placing or
 	 * sending its bytes end by themselves (or when their connection
-	 * dies); the caller may free the memory only after they have.
+	 * dies); the caller may free the memory only after they have. Our
+	 * own requests may wait forever (a SEND for the peer's RECV): their
+	 * connections end, and the flush frees them.
 	 */
-	while (atomic_load_explicit(&mr->refs, memory_order_acquire))
+	if (atomic_load_explicit(&mr->posted, memory_order_acquire))
+		rdmx_mr_revoke(ctx, mr);
+	while (atomic_load_explicit(&mr->refs, memory_order_acquire) ||
+	       atomic_load_explicit(&mr->posted, memory_order_acquire))
 		nanosleep(&nap, NULL);
 	rdmx_mr_dereg_hw(ctx, mr);
 	rdmx_ctx_child(ctx, &ctx->nmrs, -1);

@@ -117,7 +117,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_rig_resolve(&rig, stream + sizeof(limit), size - 17);
 
 	p = pipe_new();
-	if (rdmx_sw_conn_create(shm, p->door, -1, p, &attr, &conn))
+	if (rdmx_sw_conn_create(shm, p->door, -1, p, &attr, &conn) ||
+	    rdmx_sw_conn_start(conn))
 		abort();
 	fuzz_rig_post(&rig, &rdmx_shm_ops, conn);
 	if (flags & 2)

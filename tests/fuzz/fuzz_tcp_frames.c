@@ -46,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > 60000 || socketpair(AF_UNIX, SOCK_STREAM, 0, fds))
 		return 0;
-	if (rdmx_tcp_ops.conn_create(tcp, fds[0], false, &attr, 0, &conn))
+	if (rdmx_tcp_ops.conn_create(tcp, fds[0], false, &attr, 0, &conn) ||
+	    rdmx_tcp_ops.conn_start(conn))
 		abort();
 	fuzz_rig_post(&rig, &rdmx_tcp_ops, conn);
 	/* The peer's limit first, so our requests go out and answers match. */

@@ -61,6 +61,7 @@ static void rig_connect(struct rig *r)
 	assert_int_equal(rdmx_sw_conn_create(r->tcp, fds[0], -1, NULL, &attr,
 					     &r->conn),
 			 RDMX_OK);
+	assert_int_equal(rdmx_sw_conn_start(r->conn), RDMX_OK);
 	r->peer = fds[1];
 }
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Description: silent and garbage-sending peers do not stop rdmx_accept
- * from serving a real client (handshakes run concurrently); a peer over
- * listen.max_pending_per_addr is closed at once; running out of file
- * descriptors is not the end of the accept loop. rdmx_accept used to run
- * each handshake in turn, 5 s per silent peer.
+ * Description: silent and garbage-sending peers, and peers that stall in
+ * their connection's setup after the handshake, do not stop rdmx_accept
+ * from serving a real client (handshakes and setups run concurrently); a
+ * peer over listen.max_pending_per_addr is closed at once; running out of
+ * file descriptors is not the end of the accept loop. rdmx_accept used to
+ * run each handshake in turn, 5 s per silent peer, and later each setup.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,7 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "handshake.h"
 #include "harness.h"
+#include "sock.h"
 
 /* A raw TCP connection to 127.0.0.1:@port that says what it is told. */
 static int raw_connect(int port)
@@ -157,12 +160,147 @@ static void test_accept_survives_fd_exhaustion(void **state)
 	side_close(&s);
 }
 
+/*
+ * A client driven by hand: its control socket to @port, then (hello) the
+ * handshake over @transport and its private data @pd.
+ */
+static int hand_connect(struct side *c, int port)
+{
+	char addr[32];
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_int_equal(rdmx_sock_connect(addr, NULL, 3000, &fd), RDMX_OK);
+	(void)c;
+	return fd;
+}
+
+static void hand_hello(struct side *c, int fd, unsigned transport,
+		       const char *pd)
+{
+	struct rdmx_hs_result res;
+
+	assert_int_equal(rdmx_hs_client(c->ctx, fd, "server", 1ull << transport,
+					0, &res),
+			 RDMX_OK);
+	assert_int_equal(res.transport, transport);
+	if (pd)
+		assert_int_equal(rdmx_hs_private_send(c->ctx, fd, "server", pd,
+						      strlen(pd),
+						      rdmx_deadline(3000)),
+				 RDMX_OK);
+}
+
+/*
+ * Peers that pass the handshake and then stall: before their private data
+ * (tcp), or in the shm setup after it. The setup's bound is 20 s here, so
+ * an accept that ran setups itself could not serve the real client within
+ * its 3 s.
+ */
+static void test_accept_beside_peers_stalled_in_setup(void **state)
+{
+	enum { N = 4 };
+	struct side s, c;
+	struct rdmx_listener *lst;
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn *conn;
+	int fd[2 * N];
+
+	(void)state;
+	side_open_with(&s, "RDMX_CONN_HANDSHAKE_TIMEOUT", "20s");
+	side_open(&c);
+	attr = (struct rdmx_conn_attr){ .cq = s.cq };
+
+	assert_int_equal(rdmx_listen(s.ctx, "127.0.0.1:0", &lst), RDMX_OK);
+	for (int i = 0; i < 2 * N; i++)
+		fd[i] = hand_connect(&c, rdmx_listener_port(lst));
+	/* An accepting call admits them; their handshakes then go on. */
+	assert_int_equal(rdmx_accept(lst, &attr, 100, &conn), RDMX_ERR_TIMEOUT);
+	for (int i = 0; i < N; i++) {
+		hand_hello(&c, fd[2 * i], RDMX_TRANSPORT_TCP, NULL);
+		hand_hello(&c, fd[2 * i + 1], RDMX_TRANSPORT_SHM, "stall");
+	}
+	serve_one(&s, lst, 3000);
+	for (int i = 0; i < 2 * N; i++)
+		close(fd[i]);
+	rdmx_listener_close(lst);
+	side_close(&c);
+	side_close(&s);
+}
+
+/*
+ * A peer admitted by one rdmx_accept that timed out goes to the next call
+ * with that call's private data, cq and user_ctx, not the first's.
+ */
+static void test_accept_gives_the_callers_attr(void **state)
+{
+	struct side s, c;
+	struct rdmx_cq *cq2;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *conn;
+	struct rdmx_completion wc;
+	struct rdmx_conn_attr a1, a2;
+	uint8_t pd[RDMX_PRIVATE_DATA_MAX], word[8];
+	uint16_t pd_len;
+	struct rdmx_mr *mr;
+	struct rdmx_sge sg;
+	int fd, n = 0;
+
+	(void)state;
+	side_open(&s);
+	side_open(&c);
+	assert_int_equal(rdmx_cq_create(s.ctx, &cq2), RDMX_OK);
+	a1 = (struct rdmx_conn_attr){ .mask = RDMX_CONN_ATTR_USER_CTX |
+					      RDMX_CONN_ATTR_PRIVATE_DATA,
+				      .cq = s.cq,
+				      .user_ctx = &a1,
+				      .private_data = "one",
+				      .private_data_len = 3 };
+	a2 = a1;
+	a2.cq = cq2;
+	a2.user_ctx = &a2;
+	a2.private_data = "two";
+	assert_int_equal(rdmx_listen(s.ctx, "127.0.0.1:0", &lst), RDMX_OK);
+	fd = hand_connect(&c, rdmx_listener_port(lst));
+	/* Admitted here; the peer has said nothing yet. */
+	assert_int_equal(rdmx_accept(lst, &a1, 100, &conn), RDMX_ERR_TIMEOUT);
+	hand_hello(&c, fd, RDMX_TRANSPORT_TCP, "");
+	assert_int_equal(rdmx_accept(lst, &a2, 3000, &conn), RDMX_OK);
+	assert_ptr_equal(rdmx_conn_user_ctx(conn), &a2);
+	assert_int_equal(rdmx_hs_private_recv(c.ctx, fd, "server",
+					      rdmx_deadline(3000), pd, &pd_len),
+			 RDMX_OK);
+	assert_int_equal(pd_len, 3);
+	assert_memory_equal(pd, "two", 3);
+	/* Its completions go to the second call's cq. */
+	assert_int_equal(rdmx_mr_reg(s.ctx, word, sizeof(word),
+				     RDMX_ACCESS_LOCAL_WRITE, &mr),
+			 RDMX_OK);
+	sg = (struct rdmx_sge){ word, sizeof(word), mr };
+	assert_int_equal(rdmx_post_recv(conn, &sg, 1, 7), RDMX_OK);
+	rdmx_conn_close(conn);
+	assert_int_equal(rdmx_poll(s.cq, &wc, 1), 0);
+	while (!(n = rdmx_poll(cq2, &wc, 1)))
+		;
+	assert_int_equal(n, 1);
+	assert_int_equal(wc.wr_id, 7);
+	assert_int_equal(wc.status, RDMX_ERR_FLUSHED);
+	rdmx_mr_dereg(mr);
+	close(fd);
+	rdmx_listener_close(lst);
+	rdmx_cq_destroy(cq2);
+	side_close(&c);
+	side_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accept_beside_silent_and_garbage_peers),
 		cmocka_unit_test(test_accept_refuses_past_per_addr_bound),
 		cmocka_unit_test(test_accept_survives_fd_exhaustion),
+		cmocka_unit_test(test_accept_beside_peers_stalled_in_setup),
+		cmocka_unit_test(test_accept_gives_the_callers_attr),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

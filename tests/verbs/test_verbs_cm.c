@@ -106,11 +106,10 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 					1ull << RDMX_TRANSPORT_VERBS, 0, &res),
 			 RDMX_OK);
 	assert_int_equal(res.transport, RDMX_TRANSPORT_VERBS);
-	/* No private data either way, then the verbs setup. */
-	assert_int_equal(rdmx_hs_private(c.ctx, fd, "server", NULL, 0, deadline,
-					 pd, &pd_len),
+	/* No private data from us, then the verbs setup. */
+	assert_int_equal(rdmx_hs_private_send(c.ctx, fd, "server", NULL, 0,
+					      deadline),
 			 RDMX_OK);
-	assert_int_equal(pd_len, 0);
 	rdmx_verbs_setup_pack(&mine, b);
 	assert_int_equal(rdmx_sock_write_full(fd, b, sizeof(b), deadline),
 			 RDMX_OK);
@@ -128,6 +127,11 @@ static void test_verbs_stranger_connect_request_is_rejected(void **state)
 			 RDMA_CM_EVENT_ESTABLISHED);
 	acc_join(&a);
 	assert_int_equal(a.st, RDMX_OK);
+	/* The server's private data, sent as rdmx_accept handed it out. */
+	assert_int_equal(rdmx_hs_private_recv(c.ctx, fd, "server", deadline, pd,
+					      &pd_len),
+			 RDMX_OK);
+	assert_int_equal(pd_len, 0);
 	close(fd);
 	rdmx_conn_close(a.conn);
 	rdmx_listener_close(a.lst);

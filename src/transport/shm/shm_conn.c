@@ -175,6 +175,32 @@ static int rdmx_shm_unix(const char name[RDMX_SHM_NAME_LEN], bool listening)
 }
 
 /*
+ * Wait for a connection to the setup socket @lfd. A peer that gives up
+ * (it closes the control connection, or a listener being closed shuts it
+ * down) ends the wait, as the timeout does.
+ */
+static rdmx_status rdmx_shm_meet_wait(int lfd, int ctl, uint64_t deadline)
+{
+	struct pollfd pfd[2] = { { .fd = lfd, .events = POLLIN },
+				 { .fd = ctl, .events = POLLRDHUP } };
+	int ms = rdmx_ms_left(deadline), rc;
+
+	if (!ms)
+		return RDMX_ERR_TIMEOUT;
+	do {
+		rc = poll(pfd, 2, ms);
+	} while (rc < 0 && errno == EINTR);
+	if (rc <= 0)
+		return RDMX_ERR_TIMEOUT;
+	if (pfd[1].revents && !(pfd[0].revents & POLLIN)) {
+		rdmx_error("shm: the peer closed the connection while setting "
+			   "up (see its log)");
+		return RDMX_ERR_CONN_LOST;
+	}
+	return RDMX_OK;
+}
+
+/*
  * Acceptor: offer a unix socket on the control connection and take the
  * first connection to it that presents the token (another local process
  * may see the name in /proc/net/unix and race for it).
@@ -206,8 +232,8 @@ static rdmx_status rdmx_shm_meet_accept(int ctl, uint64_t deadline, int *ufd_p)
 				rdmx_error("shm: accept on the setup socket: "
 					   "%m");
 				st = RDMX_ERR_SYSTEM;
-			} else if (!rdmx_sock_wait(lfd, POLLIN, deadline)) {
-				st = RDMX_ERR_TIMEOUT;
+			} else {
+				st = rdmx_shm_meet_wait(lfd, ctl, deadline);
 			}
 			continue;
 		}

@@ -117,6 +117,9 @@ struct rdmx_sw_op {
 	int nlocal;
 	/* READ_RESP: the registration its payload comes from */
 	struct rdmx_mr *mr;
+	/* requests: the registrations of their sges (rdmx_mr_use) */
+	struct rdmx_mr *use[RDMX_MAX_SGE];
+	int nuse;
 	/* BYREF requests: the descriptors of our buffers, as sent */
 	uint8_t refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN];
 };
@@ -281,14 +284,20 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 			 const struct rdmx_sw_transport *tp, void **priv_p);
 void rdmx_sw_close(void *priv);
 /*
- * Start a connection on a ready pipe: epoll watches @fd (and @fd2 when
- * >= 0). On failure the pipe is destroyed: the caller gives up @fd, @fd2
- * and @pipe_priv either way.
+ * A connection on a ready pipe, not started. On failure the pipe is
+ * destroyed: the caller gives up @fd, @fd2 and @pipe_priv either way.
  */
 rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 				void *pipe_priv,
 				const struct rdmx_conn_attr *attr,
 				struct rdmx_conn **conn_p);
+/*
+ * The ops' conn_start: a slot, epoll watching @fd (and @fd2 when >= 0),
+ * and our first frame. Until then the peer can commit no request here.
+ */
+rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn);
+/* The ops' mr_revoke: end every connection a request on @mr is posted on. */
+void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr);
 /* The engine's own EPOLLOUT arming, for pipes whose fd is the data fd. */
 void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want);
 void rdmx_sw_conn_close(struct rdmx_conn *conn);

@@ -180,7 +180,6 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 				struct rdmx_conn **conn_p)
 {
 	struct rdmx_sw_conn *c;
-	rdmx_status st;
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -198,13 +197,24 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 	c->pipe_priv = pipe_priv;
 	atomic_init(&c->refs, 1);
 	pthread_mutex_init(&c->lock, NULL);
-	st = rdmx_sw_slot_add(e, c);
+	*conn_p = &c->base;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn)
+{
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	rdmx_status st;
+
+	st = rdmx_sw_slot_add(c->tctx, c);
 	if (st)
-		goto err_free;
+		return st;
 	if (rdmx_sw_watch(c, EPOLL_CTL_ADD)) {
-		rdmx_error("epoll_ctl add fd %d: %m", fd);
-		st = RDMX_ERR_SYSTEM;
-		goto err_slot;
+		rdmx_error("epoll_ctl add fd %d: %m", c->fd);
+		rdmx_sw_watch(c, EPOLL_CTL_DEL); /* @fd2 may have failed */
+		rdmx_sw_slot_del(c->tctx, c->key);
+		c->key = 0;
+		return RDMX_ERR_SYSTEM;
 	}
 	pthread_mutex_lock(&c->lock);
 	rdmx_sw_tell_limit(c);
@@ -212,14 +222,7 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 		rdmx_sw_srq_attach(c);
 	rdmx_sw_tx_progress(c);
 	rdmx_sw_unlock(c);
-	*conn_p = &c->base;
 	return RDMX_OK;
-
-err_slot:
-	rdmx_sw_slot_del(e, c->key);
-err_free:
-	rdmx_sw_conn_put(c);
-	return st;
 }
 
 void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want)
@@ -312,10 +315,65 @@ rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn)
 	return st;
 }
 
+/* Does a request queued on @c use @mr? Call with c->lock held. */
+static bool rdmx_sw_conn_uses(const struct rdmx_sw_conn *c,
+			      const struct rdmx_mr *mr)
+{
+	const struct rdmx_sw_queue *qs[] = { &c->sq, &c->inflight };
+	const struct rdmx_sw_op *op;
+
+	for (unsigned q = 0; q < 2; q++)
+		for (op = qs[q]->head; op; op = op->next)
+			for (int i = 0; i < op->nuse; i++)
+				if (op->use[i] == mr)
+					return true;
+	for (op = c->tx_head; op; op = op->tx_next)
+		for (int i = 0; i < op->nuse; i++)
+			if (op->use[i] == mr)
+				return true;
+	return false;
+}
+
+void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+
+	for (uint32_t i = 0;; i++) {
+		struct rdmx_sw_conn *c;
+
+		pthread_mutex_lock(&tctx->slots_lock);
+		if (i >= tctx->nslots) {
+			pthread_mutex_unlock(&tctx->slots_lock);
+			return;
+		}
+		c = tctx->slots[i];
+		if (c)
+			atomic_fetch_add(&c->refs, 1);
+		pthread_mutex_unlock(&tctx->slots_lock);
+		if (!c)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		if (!c->dead && rdmx_sw_conn_uses(c, mr)) {
+			rdmx_warn("rdmx_mr_dereg of a region that requests "
+				  "posted to %s still use: that connection "
+				  "ends, its requests flushed (as a NIC's "
+				  "protection error would end it)",
+				  c->base.info.peer_addr);
+			rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
+		}
+		rdmx_sw_unlock(c);
+		rdmx_sw_conn_put(c);
+	}
+}
+
 void rdmx_sw_conn_close(struct rdmx_conn *conn)
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
 
+	if (!c->key) { /* never started: nobody else knows it */
+		rdmx_sw_conn_put(c);
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
 	rdmx_sw_unlock(c);

@@ -13,11 +13,14 @@
 
 #define RDMX_SW_TX_IOV 64
 
+/* Free @op unless a queue still holds it. */
 void rdmx_sw_op_drop(struct rdmx_sw_op *op)
 {
 	if (op->in_q || op->in_tx)
 		return;
 	rdmx_mr_release(op->mr);
+	for (int i = 0; i < op->nuse; i++)
+		rdmx_mr_use(op->use[i], -1);
 	free(op);
 }
 
@@ -268,7 +271,10 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 	for (int i = 0; i < wr->num_sge; i++) {
 		dst[i].iov_base = wr->sg_list[i].addr;
 		dst[i].iov_len = wr->sg_list[i].length;
+		op->use[i] = wr->sg_list[i].mr;
+		rdmx_mr_use(op->use[i], 1);
 	}
+	op->nuse = wr->num_sge;
 	op->iovcnt = 1 + (payload ? wr->num_sge : 0);
 	op->nlocal = payload ? 0 : wr->num_sge;
 	op->wr_id = wr->wr_id;
@@ -349,7 +355,7 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	}
 	rdmx_sw_unlock(c);
 	if (st)
-		free(op);
+		rdmx_sw_op_drop(op);
 	return st;
 }
 

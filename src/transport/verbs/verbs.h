@@ -109,6 +109,9 @@ struct rdmx_verbs_conn {
 
 	struct rdma_event_channel *ech;
 	struct rdma_cm_id *id;
+	/* Accepting, between conn_create and conn_start: our rdma_cm
+	 * listener and the peer's CONNECT_REQUEST, not yet answered. */
+	struct rdma_cm_id *lid, *req;
 	struct ibv_qp *qp;
 	bool own_qp; /* created and moved through its states by us (verbs.mtu)
 		      */
@@ -120,6 +123,7 @@ struct rdmx_verbs_conn {
 	bool peer_srq; /* the peer's do: no credits to wait for */
 
 	pthread_mutex_t lock;
+	bool started; /* in vctx->conns: conn_start was called */
 	bool dead; /* QP moved to error: flushing */
 	rdmx_status flush_status;
 	uint64_t dead_since; /* us: the device's grace to flush starts */
@@ -168,6 +172,7 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,
 				   uint64_t deadline,
 				   struct rdmx_conn **conn_p);
+rdmx_status rdmx_verbs_conn_start(struct rdmx_conn *conn);
 void rdmx_verbs_conn_close(struct rdmx_conn *conn);
 rdmx_status rdmx_verbs_conn_check(struct rdmx_conn *conn);
 /* Move the QP to error: everything posted flushes with @st. */

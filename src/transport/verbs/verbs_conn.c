@@ -355,16 +355,35 @@ static rdmx_status rdmx_verbs_exchange(struct rdmx_verbs_conn *c,
 	return st;
 }
 
-/* Accepting side: listen on our address of the control connection. */
-static rdmx_status rdmx_verbs_accept(struct rdmx_verbs_conn *c,
-				     struct rdmx_verbs_setup *mine,
-				     struct rdmx_verbs_setup *theirs,
-				     uint64_t deadline)
+/*
+ * Towards our srq, a SEND that finds it empty is told to come back after
+ * the RNR timer of our QP: rdma_cm leaves it at 0, which means 655 ms.
+ * 1 (10 us) lets it in soon after a RECV is posted.
+ */
+static void rdmx_verbs_rnr_timer(struct rdmx_verbs_conn *c)
 {
-	struct rdma_conn_param param = rdmx_verbs_param(c);
+	struct ibv_qp_attr a = { .min_rnr_timer = 1 };
+
+	if (ibv_modify_qp(c->qp, &a, IBV_QP_MIN_RNR_TIMER))
+		rdmx_warn("verbs: cannot shorten the RNR timer of the QP to "
+			  "%s (a SEND to an empty srq then waits 655 ms per "
+			  "retry): %m",
+			  c->base.info.peer_addr);
+}
+
+/*
+ * Accepting side, first half (a listener's worker): listen on our address
+ * of the control connection, swap setups and wait for the peer's
+ * CONNECT_REQUEST, which is kept for rdmx_verbs_accept_finish.
+ */
+static rdmx_status rdmx_verbs_accept_request(struct rdmx_verbs_conn *c,
+					     struct rdmx_verbs_setup *mine,
+					     struct rdmx_verbs_setup *theirs,
+					     uint64_t deadline)
+{
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	struct rdma_cm_id *lid, *id;
+	struct rdma_cm_id *lid;
 	rdmx_status st = RDMX_ERR_SYSTEM;
 
 	if (rdma_create_id(c->ech, &lid, c, RDMA_PS_TCP))
@@ -396,22 +415,57 @@ out:
 	if (!st)
 		st = rdmx_verbs_exchange(c, mine, theirs, deadline);
 	if (!st)
-		st = rdmx_verbs_cm_request(c, mine->token, deadline, &id);
-	if (!st) {
-		st = rdmx_verbs_qp(c, id);
-		if (!st && c->own_qp) {
-			param.qp_num = c->qp->qp_num;
-			st = rdmx_verbs_ready(c, id, &param);
-		}
-		if (st)
-			rdma_reject(id, NULL, 0);
-		else if (rdma_accept(id, &param))
-			st = RDMX_ERR_SYSTEM;
+		st = rdmx_verbs_cm_request(c, mine->token, deadline, &c->req);
+	if (st)
+		rdma_destroy_id(lid);
+	else
+		c->lid = lid;
+	return st;
+}
+
+/*
+ * Accepting side, second half (rdmx_accept): the QP, now that the srq is
+ * known, and the answer, which tells the peer whether our RECVs come from
+ * a srq. What is left to wait for is the peer's kernel.
+ */
+static rdmx_status rdmx_verbs_accept_finish(struct rdmx_verbs_conn *c,
+					    uint64_t deadline)
+{
+	struct rdma_cm_id *id = c->req;
+	struct rdma_conn_param param;
+	uint8_t pd[RDMX_VERBS_TOKEN_LEN] = { 0 };
+	rdmx_status st;
+
+	c->req = NULL;
+	c->srq = c->base.srq ? c->base.srq->tp : NULL;
+	param = rdmx_verbs_param(c);
+	pd[0] = c->srq ? RDMX_VERBS_F_SRQ : 0;
+	param.private_data = pd;
+	param.private_data_len = sizeof(pd);
+	st = rdmx_verbs_qp(c, id);
+	if (!st && c->own_qp) {
+		param.qp_num = c->qp->qp_num;
+		st = rdmx_verbs_ready(c, id, &param);
+	}
+	if (st) {
+		rdma_reject(id, NULL, 0);
+		if (c->id != id)
+			rdma_destroy_id(id);
+	} else if (rdma_accept(id, &param)) {
+		rdmx_error("verbs: rdma_accept of %s: %m",
+			   c->base.info.peer_addr);
+		st = RDMX_ERR_SYSTEM;
 	}
 	if (!st)
 		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ESTABLISHED, deadline,
 					NULL);
-	rdma_destroy_id(lid);
+	rdma_destroy_id(c->lid);
+	c->lid = NULL;
+	if (!st) {
+		rdmx_verbs_log_gid(c);
+		if (c->srq)
+			rdmx_verbs_rnr_timer(c);
+	}
 	return st;
 }
 
@@ -514,6 +568,7 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 				      uint64_t deadline)
 {
 	struct rdma_conn_param param = rdmx_verbs_param(c);
+	uint8_t answer[RDMX_VERBS_TOKEN_LEN] = { 0 }; /* the acceptor's flags */
 	struct sockaddr_storage src, dst;
 	socklen_t sl = sizeof(src), dl = sizeof(dst);
 	struct rdma_cm_id *id;
@@ -557,8 +612,8 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 		st = RDMX_ERR_SYSTEM;
 	}
 	if (!st && c->own_qp) { /* the response; then RTR, RTS, and RTU */
-		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_CONNECT_RESPONSE,
-					deadline, NULL);
+		st = rdmx_verbs_cm_wait_data(c, RDMA_CM_EVENT_CONNECT_RESPONSE,
+					     deadline, NULL, answer);
 		if (!st)
 			st = rdmx_verbs_ready(c, id, NULL);
 		if (!st && rdma_establish(id)) {
@@ -567,11 +622,12 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 			st = RDMX_ERR_SYSTEM;
 		}
 	} else if (!st) {
-		st = rdmx_verbs_cm_wait(c, RDMA_CM_EVENT_ESTABLISHED, deadline,
-					NULL);
+		st = rdmx_verbs_cm_wait_data(c, RDMA_CM_EVENT_ESTABLISHED,
+					     deadline, NULL, answer);
 	}
 	if (st && !c->id)
 		rdma_destroy_id(id);
+	c->peer_srq = answer[0] & RDMX_VERBS_F_SRQ;
 	return st;
 }
 
@@ -630,6 +686,12 @@ static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 			rdma_destroy_qp(c->id);
 		rdma_destroy_id(c->id);
 	}
+	if (c->req) { /* set up, never accepted */
+		rdma_reject(c->req, NULL, 0);
+		rdma_destroy_id(c->req);
+	}
+	if (c->lid)
+		rdma_destroy_id(c->lid);
 	if (c->cq && ibv_destroy_cq(c->cq))
 		rdmx_error("verbs: ibv_destroy_cq: %m");
 	if (c->ech)
@@ -643,22 +705,6 @@ static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 		close(c->ctl);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-}
-
-/*
- * Towards our srq, a SEND that finds it empty is told to come back after
- * the RNR timer of our QP: rdma_cm leaves it at 0, which means 655 ms.
- * 1 (10 us) lets it in soon after a RECV is posted.
- */
-static void rdmx_verbs_rnr_timer(struct rdmx_verbs_conn *c)
-{
-	struct ibv_qp_attr a = { .min_rnr_timer = 1 };
-
-	if (ibv_modify_qp(c->qp, &a, IBV_QP_MIN_RNR_TIMER))
-		rdmx_warn("verbs: cannot shorten the RNR timer of the QP to "
-			  "%s (a SEND to an empty srq then waits 655 ms per "
-			  "retry): %m",
-			  c->base.info.peer_addr);
 }
 
 /* Register the credit words: [0] the peer writes, [1] we write from. */
@@ -687,7 +733,6 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   uint64_t deadline, struct rdmx_conn **conn_p)
 {
 	struct rdmx_verbs_ctx *v = priv;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct rdmx_verbs_setup mine = { 0 }, theirs;
 	struct rdmx_verbs_conn *c;
 	rdmx_status st;
@@ -715,16 +760,20 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		       sizeof(c->base.info.peer_addr));
 	c->ech = rdma_create_event_channel();
 	mine.mtu = rdmx_verbs_mtu_wanted(&v->ctx->cfg);
-	if (c->base.srq) {
-		c->srq = c->base.srq->tp;
-		mine.flags |= RDMX_VERBS_F_SRQ;
-	}
 	st = c->ech ? rdmx_verbs_credits(c, &mine) : RDMX_ERR_SYSTEM;
-	/* Each side's setup: the peer's credit word, its MTU wish and,
-	 * connecting, its rdma_cm port. */
+	/*
+	 * Each side's setup: the peer's credit word, its MTU wish and,
+	 * accepting, our rdma_cm port. The acceptor's QP waits for
+	 * conn_start, which knows its srq; the connector's srq is known.
+	 */
 	if (!st && accepting) {
-		st = rdmx_verbs_accept(c, &mine, &theirs, deadline);
+		st = rdmx_verbs_accept_request(c, &mine, &theirs, deadline);
+		c->peer_srq = theirs.flags & RDMX_VERBS_F_SRQ;
 	} else if (!st) {
+		if (c->base.srq) {
+			c->srq = c->base.srq->tp;
+			mine.flags |= RDMX_VERBS_F_SRQ;
+		}
 		st = rdmx_verbs_exchange(c, &mine, &theirs, deadline);
 		if (!st)
 			st = rdmx_verbs_connect(c, &theirs, deadline);
@@ -733,30 +782,56 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		goto err;
 	c->peer_credit_addr = theirs.credit_addr;
 	c->peer_credit_rkey = theirs.credit_rkey;
-	c->peer_srq = theirs.flags & RDMX_VERBS_F_SRQ;
-	rdmx_verbs_log_gid(c);
-	if (c->srq)
-		rdmx_verbs_rnr_timer(c);
-
-	pthread_mutex_lock(&v->lock);
-	ev.data.ptr = c;
-	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, c->ctl, &ev)) {
-		pthread_mutex_unlock(&v->lock);
-		rdmx_error("verbs: epoll_ctl: %m");
-		st = RDMX_ERR_SYSTEM;
-		goto err;
+	if (!accepting) {
+		rdmx_verbs_log_gid(c);
+		if (c->srq)
+			rdmx_verbs_rnr_timer(c);
 	}
-	c->next = v->conns;
-	v->conns = c;
-	pthread_mutex_unlock(&v->lock);
-	rdmx_verbs_qp_list(c, true);
-	rdmx_verbs_wake(v); /* it may sleep with no timeout: there were none */
 	*conn_p = &c->base;
 	return RDMX_OK;
 
 err:
 	rdmx_verbs_conn_free(c);
 	return st;
+}
+
+/*
+ * Into the context's list: from here its completions are polled. What the
+ * device completed before (a SEND into our srq) waits in its cq, whose
+ * events were ignored while it was unlisted: arm it and poll once.
+ */
+rdmx_status rdmx_verbs_conn_start(struct rdmx_conn *conn)
+{
+	struct rdmx_verbs_conn *c = to_verbs_conn(conn);
+	struct rdmx_verbs_ctx *v = c->vctx;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.ptr = c };
+	rdmx_status st;
+
+	if (c->req) {
+		st = rdmx_verbs_accept_finish(
+			c,
+			rdmx_deadline((int)v->ctx->cfg.handshake_timeout_ms));
+		if (st)
+			return st;
+	}
+	pthread_mutex_lock(&v->lock);
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, c->ctl, &ev)) {
+		pthread_mutex_unlock(&v->lock);
+		rdmx_error("verbs: epoll_ctl: %m");
+		return RDMX_ERR_SYSTEM;
+	}
+	c->next = v->conns;
+	v->conns = c;
+	c->started = true;
+	pthread_mutex_lock(&c->lock);
+	ibv_req_notify_cq(c->cq, 0);
+	rdmx_verbs_poll_conn(c);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&v->lock);
+	rdmx_verbs_qp_list(c, true);
+	rdmx_verbs_wake(v); /* it may sleep with no timeout: there were none */
+	return RDMX_OK;
 }
 
 void rdmx_verbs_mark_dead(struct rdmx_verbs_conn *c, rdmx_status st)
@@ -795,6 +870,12 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn)
 	struct rdmx_verbs_ctx *v = c->vctx;
 	uint64_t deadline = rdmx_now_us() + RDMX_VERBS_FLUSH_GRACE_US;
 
+	if (!c->started) { /* nothing posted, nobody else knows it */
+		if (c->id)
+			rdma_disconnect(c->id);
+		rdmx_verbs_conn_free(c);
+		return;
+	}
 	/* Out of the list first: no other thread reaches it after this. */
 	pthread_mutex_lock(&v->lock);
 	for (pp = &v->conns; *pp != c; pp = &(*pp)->next)

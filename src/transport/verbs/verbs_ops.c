@@ -12,6 +12,7 @@ const struct rdmx_transport_ops rdmx_verbs_ops = {
 	.reg_mr = rdmx_verbs_reg_mr,
 	.dereg_mr = rdmx_verbs_dereg_mr,
 	.conn_create = rdmx_verbs_conn_create,
+	.conn_start = rdmx_verbs_conn_start,
 	.conn_close = rdmx_verbs_conn_close,
 	.conn_check = rdmx_verbs_conn_check,
 	.post_send = rdmx_verbs_post_send,

@@ -13,7 +13,10 @@
  * RDMX_VERBS_F_SRQ: the sender's RECVs come from a shared receive queue.
  * It grants no credits then: SENDs towards it go straight to the NIC,
  * which retries them on RNR (the sender asked rdma_cm for infinite RNR
- * retries) until a RECV is posted.
+ * retries) until a RECV is posted. The connecting side sets it here; the
+ * accepting side, whose srq is known only when rdmx_accept hands the
+ * connection out, sets it in the first byte of the private data of its
+ * rdma_cm answer (RDMX_VERBS_TOKEN_LEN bytes), and leaves it clear here.
  */
 #ifndef RDMX_VERBS_PROTO_H
 #define RDMX_VERBS_PROTO_H
