@@ -206,7 +206,10 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
  * rdmx_mr_dereg - end a registration. From the moment it is called, peer
  * operations naming its rkey fail with a remote access error; it returns once
  * no transfer into or out of the region is in progress, after which the
- * memory may be freed. NULL is a no-op.
+ * memory may be freed. Requests this process posted that still use the
+ * region (a SEND waiting for the peer's RECV, say) end their connection
+ * first, as a NIC's protection error would: they and every other request
+ * on it complete with RDMX_ERR_FLUSHED. NULL is a no-op.
  */
 rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr);
 
@@ -356,11 +359,15 @@ void rdmx_listener_close(struct rdmx_listener *lst);
 
 /*
  * rdmx_accept - wait up to @timeout_ms (-1: forever) for a peer, run the
- * handshake (version, transport choice, pre-shared key) and return the
- * connection. Handshakes run concurrently, each in a thread of its own
- * (listen.max_pending, listen.max_pending_per_addr bound them), so a slow
- * or silent peer holds up only itself, and the connection returned is the
- * first whose handshake finished, not necessarily the first to connect.
+ * handshake (version, transport choice, pre-shared key) and the
+ * connection's setup, and return the connection. Handshakes and setups run
+ * concurrently, each peer's in a thread of its own (listen.max_pending,
+ * listen.max_pending_per_addr bound them), so a slow, silent or stalling
+ * peer holds up only itself, and the connection returned is the first
+ * whose setup finished, not necessarily the first to connect. A peer is
+ * set up for the transports the call that first saw it allows; the call
+ * that returns it (one that allows the same) gives it its cq, srq,
+ * user_ctx and private data, and until then it completes nothing.
  * A peer that fails the handshake is refused and logged, and the call goes
  * on waiting until the timeout; so does a failure to accept (out of file
  * descriptors: it backs off). Errors: RDMX_ERR_TIMEOUT, RDMX_ERR_INVALID,

@@ -296,12 +296,18 @@ static struct rdma_conn_param rdmx_verbs_param(const struct rdmx_verbs_conn *c)
 	return p;
 }
 
+/*
+ * Say which port and GID carry the connection, and add it to its reason
+ * (core's, when the QP is made after core filled it in: accepting).
+ */
 static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 {
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr ia;
 	union ibv_gid gid;
-	char s[INET6_ADDRSTRLEN] = "?";
+	char s[INET6_ADDRSTRLEN] = "?", where[96];
+	char *reason = c->base.info.reason;
+	size_t n = strlen(reason);
 	uint8_t idx;
 
 	if (ibv_query_qp(c->qp, &qa, IBV_QP_AV | IBV_QP_PATH_MTU, &ia))
@@ -309,18 +315,18 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	idx = qa.ah_attr.grh.sgid_index;
 	if (!ibv_query_gid(c->vctx->dev, c->id->port_num, idx, &gid))
 		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
-	snprintf(c->base.info.reason, sizeof(c->base.info.reason),
-		 "%s port %u, gid %u %s", c->vctx->name, c->id->port_num, idx,
-		 s);
+	snprintf(where, sizeof(where), "%s port %u, gid %u %s", c->vctx->name,
+		 c->id->port_num, idx, s);
 	if (c->vctx->dev->device->transport_type == IBV_TRANSPORT_IB) {
-		size_t n = strlen(c->base.info.reason);
+		size_t w = strlen(where);
 
-		snprintf(c->base.info.reason + n,
-			 sizeof(c->base.info.reason) - n, ", mtu %d",
+		snprintf(where + w, sizeof(where) - w, ", mtu %d",
 			 128 << qa.path_mtu);
 	}
+	snprintf(reason + n, sizeof(c->base.info.reason) - n, "%s%s",
+		 n ? "; " : "", where);
 	rdmx_info("verbs: %s -> %s on %s", c->base.info.local_addr,
-		  c->base.info.peer_addr, c->base.info.reason);
+		  c->base.info.peer_addr, where);
 }
 
 /* verbs.mtu in bytes; 0 for auto. */
