@@ -2,10 +2,12 @@
 /*
  * Description: rdmx_mr_dereg of a region that posted requests still use
  * ends their connection and waits for the flush, so no byte of the region
- * leaves (or lands) after it returns; a region nothing uses is
- * deregistered without touching any connection. It used to return at once
- * with the requests still queued: a SEND waiting for the peer's RECV went
- * out later, from memory the application had freed.
+ * leaves (or lands) after it returns; a RECV on a deregistered region (of
+ * a connection or a srq) ends the connection of the SEND that takes it,
+ * its bytes never placed; a region nothing uses is deregistered without
+ * touching any connection. It used to return at once with the requests
+ * still queued: a SEND waiting for the peer's RECV went out later, from
+ * memory the application had freed, and a RECV's buffer was written.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,75 @@ static void test_dereg_of_an_unused_region_leaves_connections(void **state)
 	}
 }
 
+/* A SEND into a RECV (of the connection, or of @srq) whose region went. */
+static void send_into_revoked_recv(const char *transport, bool use_srq)
+{
+	struct side s, c;
+	struct rdmx_srq *srq = NULL;
+	struct acc a = { .s = &s };
+	struct rdmx_conn *cconn;
+	struct buf rbuf, sbuf;
+	struct rdmx_sge sg;
+	struct rdmx_completion wc;
+	uint8_t *keep;
+
+	setenv("RDMX_TRANSPORT", transport, 1);
+	side_open(&s);
+	side_open(&c);
+	unsetenv("RDMX_TRANSPORT");
+	a.attr.cq = s.cq;
+	if (use_srq) {
+		struct rdmx_srq_attr sa = { .cq = s.cq };
+
+		assert_int_equal(rdmx_srq_create(s.ctx, &sa, &srq), RDMX_OK);
+		a.attr.mask = RDMX_CONN_ATTR_SRQ;
+		a.attr.srq = srq;
+	}
+	side_listen(&s, &a.lst);
+	acc_start(&a);
+	cconn = side_connect(&c, rdmx_listener_port(a.lst));
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	buf_alloc(&s, &rbuf, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&c, &sbuf, 4096, 0);
+	memset(rbuf.p, 0, rbuf.len);
+	buf_fill(&sbuf, 9);
+	sg = sge_of(&rbuf, 0, rbuf.len);
+	if (srq)
+		assert_int_equal(rdmx_srq_post_recv(srq, &sg, 1, 21), RDMX_OK);
+	else
+		assert_int_equal(rdmx_post_recv(a.conn, &sg, 1, 21), RDMX_OK);
+	/* Deregistered, not freed: the test can see that nothing landed. */
+	keep = rbuf.p;
+	assert_int_equal(rdmx_mr_dereg(rbuf.mr), RDMX_OK);
+	sg = sge_of(&sbuf, 0, sbuf.len);
+	assert_int_equal(rdmx_post_send(cconn, &sg, 22), RDMX_OK);
+	wc = expect_wc(s.cq, RDMX_ERR_FLUSHED, RDMX_OP_RECV);
+	assert_int_equal(wc.wr_id, 21);
+	wc = wait_wc(c.cq);
+	assert_int_equal(wc.wr_id, 22);
+	assert_int_not_equal(wc.status, RDMX_OK);
+	for (size_t i = 0; i < 4096; i++)
+		assert_int_equal(keep[i], 0);
+	free(keep);
+	buf_free(&sbuf);
+	rdmx_conn_close(cconn);
+	rdmx_conn_close(a.conn);
+	rdmx_srq_destroy(srq);
+	rdmx_listener_close(a.lst);
+	side_close(&c);
+	side_close(&s);
+}
+
+static void test_dereg_revokes_a_posted_recv(void **state)
+{
+	(void)state;
+	for (unsigned t = 0; t < 2; t++) {
+		send_into_revoked_recv(transports[t], false);
+		send_into_revoked_recv(transports[t], true);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -74,6 +145,7 @@ int main(void)
 			test_dereg_ends_the_connection_of_a_waiting_send),
 		cmocka_unit_test(
 			test_dereg_of_an_unused_region_leaves_connections),
+		cmocka_unit_test(test_dereg_revokes_a_posted_recv),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -141,6 +141,12 @@ struct rdmx_sw_recv {
 	uint64_t cap;
 	struct iovec iov[RDMX_MAX_SGE];
 	int niov;
+	/* The registrations of its sges (rdmx_mr_use), none once revoked. */
+	struct rdmx_mr *use[RDMX_MAX_SGE];
+	int nuse;
+	/* A region of it was deregistered: a SEND that takes it ends the
+	 * connection (a NIC's protection error), a WRITE_IMM may. */
+	bool revoked;
 };
 
 #define RDMX_SW_RXBUF (64 * 1024)
@@ -250,6 +256,7 @@ struct rdmx_sw_srq {
 	uint32_t reserved; /* of them, promised as credits */
 	struct rdmx_sw_conn *links;
 	struct rdmx_sw_conn *cursor; /* where the next demand round starts */
+	struct rdmx_sw_srq *all_next; /* in the process's list of srqs */
 	atomic_bool kick; /* some srq_kick is set */
 	/*
 	 * The user's, plus one per connection that joined, dropped when its
@@ -261,6 +268,11 @@ struct rdmx_sw_srq {
 
 extern const struct rdmx_srq_ops rdmx_sw_srq_ops;
 
+/* Free a RECV, dropping its registrations. */
+void rdmx_sw_recv_free(struct rdmx_sw_recv *r);
+/* Revoke @r if it uses @mr (its registrations dropped); true if it does. */
+bool rdmx_sw_recv_revoke(struct rdmx_sw_recv *r, const struct rdmx_mr *mr);
+
 /* sw_srq.c */
 /* The connection's RECVs come from attr's srq: join it, tell the peer. */
 void rdmx_sw_srq_attach(struct rdmx_sw_conn *c);
@@ -268,6 +280,8 @@ void rdmx_sw_srq_attach(struct rdmx_sw_conn *c);
 void rdmx_sw_srq_detach(struct rdmx_sw_conn *c);
 /* The connection's memory goes: drop its reference. */
 void rdmx_sw_srq_put(struct rdmx_sw_srq *s);
+/* Revoke the RECVs on @mr of every srq of @mr's context. */
+void rdmx_sw_srq_revoke(const struct rdmx_mr *mr);
 /* A SEND or WRITE_IMM arrived: does the peer hold a credit for it? */
 bool rdmx_sw_srq_ready(struct rdmx_sw_conn *c);
 /* Take the RECV for it, spending the peer's credit. */
@@ -296,7 +310,11 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
  * and our first frame. Until then the peer can commit no request here.
  */
 rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn);
-/* The ops' mr_revoke: end every connection a request on @mr is posted on. */
+/*
+ * The ops' mr_revoke: end every connection a request on @mr is posted on,
+ * or whose SEND is being placed into it; mark the RECVs on @mr, of
+ * connections and srqs, revoked.
+ */
 void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr);
 /* The engine's own EPOLLOUT arming, for pipes whose fd is the data fd. */
 void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want);

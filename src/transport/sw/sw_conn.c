@@ -288,11 +288,11 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	while ((r = c->rq_head)) {
 		c->rq_head = r->next;
 		rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV, st, 0, 0);
-		free(r);
+		rdmx_sw_recv_free(r);
 	}
 	if (c->rx_recv) {
 		rdmx_sw_complete(c, c->rx_recv->wr_id, RDMX_OP_RECV, st, 0, 0);
-		free(c->rx_recv);
+		rdmx_sw_recv_free(c->rx_recv);
 		c->rx_recv = NULL;
 	}
 	rdmx_mr_release(c->rx_mr);
@@ -315,7 +315,10 @@ rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn)
 	return st;
 }
 
-/* Does a request queued on @c use @mr? Call with c->lock held. */
+/*
+ * Does a request queued on @c use @mr, or a SEND being placed into a RECV
+ * on it? Call with c->lock held.
+ */
 static bool rdmx_sw_conn_uses(const struct rdmx_sw_conn *c,
 			      const struct rdmx_mr *mr)
 {
@@ -331,6 +334,10 @@ static bool rdmx_sw_conn_uses(const struct rdmx_sw_conn *c,
 		for (int i = 0; i < op->nuse; i++)
 			if (op->use[i] == mr)
 				return true;
+	if (c->rx_recv)
+		for (int i = 0; i < c->rx_recv->nuse; i++)
+			if (c->rx_recv->use[i] == mr)
+				return true;
 	return false;
 }
 
@@ -338,6 +345,7 @@ void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)
 {
 	struct rdmx_sw_ctx *tctx = priv;
 
+	rdmx_sw_srq_revoke(mr);
 	for (uint32_t i = 0;; i++) {
 		struct rdmx_sw_conn *c;
 
@@ -361,6 +369,8 @@ void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)
 				  c->base.info.peer_addr);
 			rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
 		}
+		for (struct rdmx_sw_recv *r = c->rq_head; r; r = r->next)
+			rdmx_sw_recv_revoke(r, mr);
 		rdmx_sw_unlock(c);
 		rdmx_sw_conn_put(c);
 	}

@@ -372,8 +372,33 @@ struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
 		r->iov[i].iov_base = sg[i].addr;
 		r->iov[i].iov_len = sg[i].length;
 		r->cap += sg[i].length;
+		r->use[i] = sg[i].mr;
+		rdmx_mr_use(r->use[i], 1);
 	}
+	r->nuse = num_sge;
 	return r;
+}
+
+void rdmx_sw_recv_free(struct rdmx_sw_recv *r)
+{
+	for (int i = 0; i < r->nuse; i++)
+		rdmx_mr_use(r->use[i], -1);
+	free(r);
+}
+
+bool rdmx_sw_recv_revoke(struct rdmx_sw_recv *r, const struct rdmx_mr *mr)
+{
+	bool uses = false;
+
+	for (int i = 0; i < r->nuse; i++)
+		uses |= r->use[i] == mr;
+	if (!uses)
+		return false;
+	for (int i = 0; i < r->nuse; i++)
+		rdmx_mr_use(r->use[i], -1);
+	r->nuse = 0;
+	r->revoked = true;
+	return true;
 }
 
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
@@ -403,6 +428,6 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	}
 	rdmx_sw_unlock(c);
 	if (st)
-		free(r);
+		rdmx_sw_recv_free(r);
 	return st;
 }

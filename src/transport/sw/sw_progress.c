@@ -226,6 +226,14 @@ static void rdmx_sw_rx_send(struct rdmx_sw_conn *c)
 		return;
 	}
 	c->rx_recv = rdmx_sw_rq_pop(c);
+	if (c->rx_recv->revoked) {
+		rdmx_warn("a SEND from %s took a RECV whose region was "
+			  "deregistered: the connection ends (as a NIC's "
+			  "protection error would end it)",
+			  c->base.info.peer_addr);
+		rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
+		return;
+	}
 	if (c->rx_h.length > c->rx_recv->cap) {
 		c->rx_nak = RDMX_SW_NAK_LENGTH;
 		rdmx_sw_rx_expect(c, NULL, 0);
@@ -606,7 +614,7 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 					 h->length, 0);
 			rdmx_sw_ack(c, h->seq);
 		}
-		free(r);
+		rdmx_sw_recv_free(r);
 		break;
 	case RDMX_SW_WRITE:
 	case RDMX_SW_WRITE_IMM:
@@ -620,7 +628,7 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 			r = rdmx_sw_rq_pop(c);
 			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV_IMM, RDMX_OK,
 					 h->length, (uint32_t)h->arg0);
-			free(r);
+			rdmx_sw_recv_free(r);
 		}
 		rdmx_sw_ack(c, h->seq);
 		break;

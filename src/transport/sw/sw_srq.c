@@ -279,6 +279,40 @@ void rdmx_sw_srq_tx(struct rdmx_sw_conn *c)
 /* ---- the srq ops ----------------------------------------------------------
  */
 
+/* Every live srq of the process, for rdmx_sw_srq_revoke. */
+static pthread_mutex_t rdmx_sw_srqs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rdmx_sw_srq *rdmx_sw_srqs;
+
+static void rdmx_sw_srq_list(struct rdmx_sw_srq *s, bool add)
+{
+	struct rdmx_sw_srq **pp;
+
+	pthread_mutex_lock(&rdmx_sw_srqs_lock);
+	if (add) {
+		s->all_next = rdmx_sw_srqs;
+		rdmx_sw_srqs = s;
+	} else {
+		for (pp = &rdmx_sw_srqs; *pp != s; pp = &(*pp)->all_next)
+			;
+		*pp = s->all_next;
+	}
+	pthread_mutex_unlock(&rdmx_sw_srqs_lock);
+}
+
+void rdmx_sw_srq_revoke(const struct rdmx_mr *mr)
+{
+	pthread_mutex_lock(&rdmx_sw_srqs_lock);
+	for (struct rdmx_sw_srq *s = rdmx_sw_srqs; s; s = s->all_next) {
+		if (s->srq->ctx != mr->ctx)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		for (struct rdmx_sw_recv *r = s->head; r; r = r->next)
+			rdmx_sw_recv_revoke(r, mr);
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&rdmx_sw_srqs_lock);
+}
+
 static rdmx_status rdmx_sw_srq_create(struct rdmx_srq *srq)
 {
 	struct rdmx_sw_srq *s = calloc(1, sizeof(*s));
@@ -289,6 +323,7 @@ static rdmx_status rdmx_sw_srq_create(struct rdmx_srq *srq)
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_init(&s->refs, 1);
 	srq->tp = s;
+	rdmx_sw_srq_list(s, true);
 	return RDMX_OK;
 }
 
@@ -305,6 +340,7 @@ static void rdmx_sw_srq_destroy(struct rdmx_srq *srq)
 	struct rdmx_sw_srq *s = srq->tp;
 	struct rdmx_sw_recv *r;
 
+	rdmx_sw_srq_list(s, false);
 	while ((r = s->head)) {
 		struct rdmx_completion wc = { .wr_id = r->wr_id,
 					      .status = RDMX_ERR_FLUSHED,
@@ -312,7 +348,7 @@ static void rdmx_sw_srq_destroy(struct rdmx_srq *srq)
 
 		s->head = r->next;
 		rdmx_cq_push(srq->cq, &wc);
-		free(r);
+		rdmx_sw_recv_free(r);
 	}
 	s->tail = NULL;
 	s->srq = NULL;
@@ -332,7 +368,7 @@ static rdmx_status rdmx_sw_srq_post_recv(struct rdmx_srq *srq,
 	pthread_mutex_lock(&s->lock);
 	if (s->count >= srq->max_wr) {
 		pthread_mutex_unlock(&s->lock);
-		free(r);
+		rdmx_sw_recv_free(r);
 		return RDMX_ERR_AGAIN;
 	}
 	if (s->tail)
