@@ -209,7 +209,9 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
  * memory may be freed. Requests this process posted that still use the
  * region (a SEND waiting for the peer's RECV, say) end their connection
  * first, as a NIC's protection error would: they and every other request
- * on it complete with RDMX_ERR_FLUSHED. NULL is a no-op.
+ * on it complete with RDMX_ERR_FLUSHED. A RECV posted on the region (to a
+ * connection or a srq) stays posted, and a SEND that takes it ends its
+ * connection the same way, placing nothing. NULL is a no-op.
  */
 rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr);
 
