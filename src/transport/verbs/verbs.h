@@ -124,6 +124,10 @@ struct rdmx_verbs_conn {
 
 	pthread_mutex_t lock;
 	bool started; /* in vctx->conns: conn_start was called */
+	/* Accepting on iWARP, until RDMX_VERBS_UP arrives: nothing goes on
+	 * the wire (verbs_proto.h); since quiet_since (us). */
+	bool quiet;
+	uint64_t quiet_since;
 	bool dead; /* QP moved to error: flushing */
 	rdmx_status flush_status;
 	uint64_t dead_since; /* us: the device's grace to flush starts */
@@ -166,6 +170,11 @@ void rdmx_verbs_dereg_mr(void *priv, struct rdmx_mr *mr);
  * deferred for a credit, or a new connection, raises no event of its own.
  */
 void rdmx_verbs_wake(struct rdmx_verbs_ctx *v);
+
+static inline bool rdmx_verbs_iwarp(const struct rdmx_verbs_ctx *v)
+{
+	return v->dev->device->transport_type == IBV_TRANSPORT_IWARP;
+}
 
 /* verbs_conn.c */
 rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,

@@ -471,6 +471,8 @@ static rdmx_status rdmx_verbs_accept_finish(struct rdmx_verbs_conn *c,
 		rdmx_verbs_log_gid(c);
 		if (c->srq)
 			rdmx_verbs_rnr_timer(c);
+		c->quiet = rdmx_verbs_iwarp(c->vctx);
+		c->quiet_since = rdmx_now_us();
 	}
 	return st;
 }
@@ -634,6 +636,11 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	if (st && !c->id)
 		rdma_destroy_id(id);
 	c->peer_srq = answer[0] & RDMX_VERBS_F_SRQ;
+	if (!st && rdmx_verbs_iwarp(c->vctx)) {
+		uint8_t up = RDMX_VERBS_UP;
+
+		st = rdmx_sock_write_full(c->ctl, &up, 1, deadline);
+	}
 	return st;
 }
 
@@ -752,7 +759,7 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 	if (v->attr.atomic_cap == IBV_ATOMIC_NONE)
 		c->base.caps &= ~(uint64_t)RDMX_CAP_ATOMIC;
 	/* iWARP: no immediate data with WRITE, and local completion. */
-	if (v->dev->device->transport_type == IBV_TRANSPORT_IWARP) {
+	if (rdmx_verbs_iwarp(v)) {
 		c->base.caps &= ~(uint64_t)RDMX_CAP_WRITE_IMM;
 		c->base.info.flags |= RDMX_CONN_COMPLETES_LOCALLY;
 	}

@@ -170,7 +170,8 @@ static void rdmx_verbs_credit_update(struct rdmx_verbs_conn *c)
 			      .remote_addr = c->peer_credit_addr,
 			      .rkey = c->peer_credit_rkey };
 
-	if (c->credit_busy || c->recvs_told == c->recvs_posted || c->dead)
+	if (c->credit_busy || c->recvs_told == c->recvs_posted || c->dead ||
+	    c->quiet)
 		return;
 	mr.tp_mr[RDMX_TRANSPORT_VERBS] = c->credit_mr;
 	*c->credit_out = c->recvs_posted;
@@ -190,7 +191,7 @@ void rdmx_verbs_kick(struct rdmx_verbs_conn *c)
 	struct rdmx_verbs_pending *p;
 
 	/* In order: the head waits for a credit, everything behind it too. */
-	while ((p = c->pend_head) && !c->dead) {
+	while ((p = c->pend_head) && !c->dead && !c->quiet) {
 		if (rdmx_verbs_needs_credit(p->wr.opcode) &&
 		    !rdmx_verbs_have_credit(c)) {
 			rdmx_debug("verbs: SEND to %s waits: peer posted %llu, "
@@ -259,7 +260,7 @@ static rdmx_status rdmx_verbs_post_one(struct rdmx_verbs_conn *c,
 	/* This one too must fit; two slots stay for credit updates. */
 	if (c->sq.count + c->npending + 1 + 2 > c->sq.size)
 		return RDMX_ERR_AGAIN;
-	if (c->npending ||
+	if (c->npending || c->quiet ||
 	    (rdmx_verbs_needs_credit(wr->opcode) && !rdmx_verbs_have_credit(c)))
 		return rdmx_verbs_defer(c, wr);
 	return rdmx_verbs_post_hw(c, wr, false);
@@ -325,7 +326,7 @@ rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,
 		need += rdmx_verbs_needs_credit(wrs[i].opcode);
 	pthread_mutex_lock(&c->lock);
 	/* Room and credits for all, nothing queued ahead: chains. */
-	if (!c->dead && !c->npending &&
+	if (!c->dead && !c->npending && !c->quiet &&
 	    c->sq.count + (uint32_t)n + 2 <= c->sq.size &&
 	    rdmx_verbs_credits_left(c) >= need) {
 		while (done < n && !st) {

@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "verbs.h"
+#include "verbs_proto.h"
 
 /*
  * The device's word for a failed completion, as an rdmx status. Devices
@@ -251,6 +253,14 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 			rdmx_verbs_flush_sw(c);
 		return;
 	}
+	if (c->quiet && now - c->quiet_since >= limit) {
+		rdmx_error("verbs: %s never said its side of the connection is "
+			   "up (%llu ms); failing it (verbs.request_timeout)",
+			   c->base.info.peer_addr,
+			   (unsigned long long)(now - c->quiet_since) / 1000);
+		rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
+		return;
+	}
 	/* Only requests the NIC will report can be overdue. */
 	if (!c->sq.signaled || now - c->busy_since < limit)
 		return;
@@ -269,6 +279,28 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 		   c->sq.count, c->base.info.peer_addr);
 	rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
 	rdmx_verbs_poll_conn(c);
+}
+
+/*
+ * Input on a quiet connection's control socket: the peer's RDMX_VERBS_UP
+ * lets it speak. False if the socket ended (or said anything else).
+ * Connection lock held.
+ */
+static bool rdmx_verbs_peer_up(struct rdmx_verbs_conn *c)
+{
+	uint8_t b;
+	ssize_t n;
+
+	if (!c->quiet)
+		return false;
+	n = recv(c->ctl, &b, 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (n != 1 || b != RDMX_VERBS_UP)
+		return false;
+	c->quiet = false;
+	rdmx_verbs_kick(c);
+	return true;
 }
 
 /* The control socket of @c ended: the peer is gone. Both locks held. */
@@ -336,7 +368,8 @@ static int rdmx_verbs_handle(struct rdmx_verbs_ctx *v,
 			rdmx_verbs_channel(v);
 		} else if (rdmx_verbs_listed(v, c)) {
 			pthread_mutex_lock(&c->lock);
-			rdmx_verbs_peer_gone(v, c);
+			if (!rdmx_verbs_peer_up(c))
+				rdmx_verbs_peer_gone(v, c);
 			rdmx_verbs_poll_conn(c);
 			pthread_mutex_unlock(&c->lock);
 		}

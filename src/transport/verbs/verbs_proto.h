@@ -17,6 +17,13 @@
  * accepting side, whose srq is known only when rdmx_accept hands the
  * connection out, sets it in the first byte of the private data of its
  * rdma_cm answer (RDMX_VERBS_TOKEN_LEN bytes), and leaves it clear here.
+ *
+ * On iWARP the connecting side then sends RDMX_VERBS_UP, one byte on the
+ * control socket, once its side is established, and the accepting side
+ * puts nothing on the QP before it: siw drops a connection whose first
+ * frames arrive before it has read the MPA reply (what the RTR of MPA
+ * version 2's peer-to-peer mode is for). Version 3: the answer's flags
+ * and this byte.
  */
 #ifndef RDMX_VERBS_PROTO_H
 #define RDMX_VERBS_PROTO_H
@@ -27,10 +34,11 @@
 #include "bytes.h"
 
 #define RDMX_VERBS_MAGIC 0x52444d56u /* "RDMV" */
-#define RDMX_VERBS_VERSION 2
+#define RDMX_VERBS_VERSION 3
 #define RDMX_VERBS_SETUP_LEN 48
 #define RDMX_VERBS_TOKEN_LEN 16
 #define RDMX_VERBS_F_SRQ 1u
+#define RDMX_VERBS_UP 0x55 /* 'U' */
 
 struct rdmx_verbs_setup {
 	uint32_t cm_port;
