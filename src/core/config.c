@@ -91,8 +91,13 @@ static const struct rdmx_config_row rdmx_config_keys[] = {
 	  "connection uses one when rdmx_conn_attr names it." },
 	{ "tcp.user_timeout", "2s", RDMX_CFG_TIME_MS, 100, 600000, NULL,
 	  RDMX_CFG_FIELD(tcp_user_timeout_ms),
-	  "A peer silent this long with data or keepalives unanswered is "
-	  "declared dead and its work flushed." },
+	  "A peer host silent this long with data or keepalives unanswered "
+	  "is declared dead and its work flushed." },
+	{ "conn.stall_timeout", "30s", RDMX_CFG_TIME_MS, 100, 3600000, NULL,
+	  RDMX_CFG_FIELD(conn_stall_timeout_ms),
+	  "tcp and shm: a peer whose host answers but that takes nothing "
+	  "this side sends, or answers none of its requests, for this long "
+	  "is given up; its work fails with RDMX_ERR_TIMEOUT." },
 	{ "tcp.send_buffer", "0", RDMX_CFG_UINT, 0, 1 << 30, NULL,
 	  RDMX_CFG_FIELD(tcp_send_buffer),
 	  "SO_SNDBUF of a connection's socket; 0: the kernel's autotuning." },

@@ -33,6 +33,7 @@ struct rdmx_config {
 	uint64_t tcp_send_buffer;
 	uint64_t tcp_recv_buffer;
 	uint64_t tcp_user_timeout_ms;
+	uint64_t conn_stall_timeout_ms;
 	uint64_t shm_ring_size;
 	char verbs_device[RDMX_CONFIG_STR_MAX];
 	uint64_t verbs_port;

@@ -145,10 +145,12 @@ static int host_b(void *arg)
 	return 0;
 }
 
-/* Host B, second act: connect, post a RECV, then the cable is pulled. */
-static int host_b_cut(void *arg)
+/*
+ * Host B, second act: connect, post a RECV (and, @busy, keep 1 MiB SENDs
+ * going into host A's RECVs), then the cable is pulled.
+ */
+static int host_b_cut_as(int *pipefd, bool busy)
 {
-	int *pipefd = arg;
 	struct side c;
 	struct rdmx_conn *conn = NULL;
 	struct rdmx_conn_attr attr;
@@ -167,23 +169,37 @@ static int host_b_cut(void *arg)
 			usleep(50 * 1000);
 	if (!conn)
 		return 1;
-	buf_alloc(&c, &in, 8, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&c, &in, 1 << 20, RDMX_ACCESS_LOCAL_WRITE);
 	sg = sge_of(&in, 0, 8);
 	if (rdmx_post_recv(conn, &sg, 1, 1))
 		return 2;
+	/*
+	 * Data in flight when the link goes: host A is stopped first (its
+	 * kernel takes what fits, then shuts its window), then we send.
+	 */
+	sg = sge_of(&in, 0, in.len);
+	if (busy &&
+	    (write(pipefd[1], "s", 1) != 1 || read(pipefd[0], &go, 1) != 1))
+		return 3;
+	for (int i = 0; busy && i < 16; i++)
+		if (rdmx_post_send(conn, &sg, 100 + i))
+			return 7;
 	/* Tell the parent to cut the link, wait until it has. */
 	if (write(pipefd[1], "c", 1) != 1 || read(pipefd[0], &go, 1) != 1)
 		return 3;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (rdmx_cq_wait(c.cq, 10000) || rdmx_poll(c.cq, &wc, 1) != 1)
-		return 4;
+	do {
+		if (rdmx_cq_wait(c.cq, 10000) || rdmx_poll(c.cq, &wc, 1) != 1)
+			return 4;
+	} while (wc.opcode == RDMX_OP_SEND && wc.status == RDMX_OK);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (wc.status != RDMX_ERR_CONN_LOST || wc.wr_id != 1)
+	if (wc.status != RDMX_ERR_CONN_LOST || (!busy && wc.wr_id != 1))
 		return 5;
 	/* The default tcp.user_timeout is 2 s; allow the kernel's rounding. */
 	if (t1.tv_sec - t0.tv_sec > 3)
 		return 6;
-	print_message("cable pulled: RECV flushed after %.2f s\n",
+	print_message("cable pulled%s: work flushed after %.2f s\n",
+		      busy ? " with SENDs in flight" : "",
 		      (double)(t1.tv_sec - t0.tv_sec) +
 			      (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rdmx_conn_close(conn);
@@ -192,9 +208,20 @@ static int host_b_cut(void *arg)
 	return 0;
 }
 
+static int host_b_cut(void *arg)
+{
+	return host_b_cut_as(arg, false);
+}
+
+static int host_b_cut_busy(void *arg)
+{
+	return host_b_cut_as(arg, true);
+}
+
 /* Host A, second act: accept and then sit still; it never sees a FIN. */
 static int host_a_idle(void *arg)
 {
+	struct buf in;
 	struct side s;
 	struct rdmx_listener *lst;
 	struct rdmx_conn *conn;
@@ -210,6 +237,14 @@ static int host_a_idle(void *arg)
 	attr = (struct rdmx_conn_attr){ .cq = s.cq };
 	if (rdmx_accept(lst, &attr, T_TIMEOUT_MS, &conn))
 		return 2;
+	/* Room for a busy B's SENDs; nothing is ever read from it. */
+	buf_alloc(&s, &in, 16 << 20, RDMX_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < 16; i++) {
+		struct rdmx_sge sg = sge_of(&in, (size_t)i << 20, 1 << 20);
+
+		if (rdmx_post_recv(conn, &sg, 1, i))
+			return 3;
+	}
 	pause();
 	return 0;
 }
@@ -322,23 +357,29 @@ static void test_select_forced_shm_across_namespaces(void **state)
 	two_hosts(host_a_refuses, host_b_forced_shm);
 }
 
-/* Pull the cable under an idle connection: no FIN ever arrives, and the
- * posted RECV still completes within tcp.user_timeout. */
-static void test_conn_cable_pulled(void **state)
+/* Pull the cable under a connection: no FIN ever arrives, and the posted
+ * work still completes within tcp.user_timeout. */
+static void cable_pulled(int (*b_fn)(void *), bool busy)
 {
 	int to_parent[2], to_child[2], fds[2], id;
 	pid_t a, b;
 	char c;
 
-	(void)state;
 	id = netns_up();
 	assert_int_equal(pipe(to_parent), 0);
 	assert_int_equal(pipe(to_child), 0);
 	a = spawn_fork(host_a_idle, NULL);
 	fds[0] = to_child[0];
 	fds[1] = to_parent[1];
-	b = spawn_fork(host_b_cut, fds);
+	b = spawn_fork(b_fn, fds);
+	if (busy) {
+		assert_int_equal(read(to_parent[0], &c, 1), 1);
+		kill(a, SIGSTOP);
+		assert_int_equal(write(to_child[1], "s", 1), 1);
+	}
 	assert_int_equal(read(to_parent[0], &c, 1), 1);
+	if (busy)
+		usleep(300 * 1000); /* the SENDs fill what the kernels hold */
 	assert_int_equal(sh("ip -n %s link del rxa%d", ns_a, id), 0);
 	assert_int_equal(write(to_child[1], "g", 1), 1);
 	reap_ok(b);
@@ -347,11 +388,29 @@ static void test_conn_cable_pulled(void **state)
 	cleanup();
 }
 
+static void test_conn_cable_pulled(void **state)
+{
+	(void)state;
+	cable_pulled(host_b_cut, false);
+}
+
+/*
+ * The same with SENDs in flight into a stopped host's shut window: the
+ * kernel's TCP_USER_TIMEOUT there is conn.stall_timeout, and the engine's
+ * watchdog finds the silent host from its unanswered probes.
+ */
+static void test_conn_cable_pulled_busy(void **state)
+{
+	(void)state;
+	cable_pulled(host_b_cut_busy, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_across_namespaces),
 		cmocka_unit_test(test_conn_cable_pulled),
+		cmocka_unit_test(test_conn_cable_pulled_busy),
 		cmocka_unit_test(test_select_forced_shm_across_namespaces),
 	};
 

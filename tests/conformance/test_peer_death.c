@@ -59,16 +59,26 @@ struct rig {
 	pid_t pid;
 };
 
-static void rig_open(struct rig *r, bool child_writes)
+/* @var (an RDMX_* override) set to @value for our side, when not NULL. */
+static void rig_open_with(struct rig *r, bool child_writes, const char *var,
+			  const char *value)
 {
 	struct rdmx_conn_attr attr;
 
-	side_open(&r->s);
+	if (var)
+		side_open_with(&r->s, var, value);
+	else
+		side_open(&r->s);
 	r->pid =
 		spawn("doomed_peer", side_listen(&r->s, &r->lst), child_writes);
 	attr = (struct rdmx_conn_attr){ .cq = r->s.cq };
 	assert_int_equal(rdmx_accept(r->lst, &attr, T_TIMEOUT_MS, &r->conn),
 			 RDMX_OK);
+}
+
+static void rig_open(struct rig *r, bool child_writes)
+{
+	rig_open_with(r, child_writes, NULL, NULL);
 }
 
 static void rig_kill(struct rig *r)
@@ -160,6 +170,152 @@ static void target_killed_mid(enum rdmx_opcode op)
 	buf_free(&desc);
 	buf_free(&rb);
 	rig_close(&r);
+}
+
+/* Learn the target child's region from its SEND. */
+static struct rdmx_remote rig_target_region(struct rig *r)
+{
+	struct buf desc;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+
+	buf_alloc(&r->s, &desc, RDMX_REMOTE_PACKED_LEN,
+		  RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&desc, 0, desc.len);
+	assert_int_equal(rdmx_post_recv(r->conn, &s, 1, 0), RDMX_OK);
+	expect_wc(r->s.cq, RDMX_OK, RDMX_OP_RECV);
+	assert_int_equal(rdmx_remote_unpack(desc.p, desc.len, &rem), RDMX_OK);
+	buf_free(&desc);
+	return rem;
+}
+
+static long rss_kib(void)
+{
+	long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%*s %ld", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/*
+ * The target is stopped (SIGSTOP: a debugger, a pause) for @stop_s while
+ * we keep posting 1 MiB WRITEs to it, far more than the socket buffers or
+ * rings hold. Returns how many were posted; the first error completion's
+ * status and time (from the stop) go to *st_p and *at_p, or RDMX_OK.
+ */
+static int stop_target_while_writing(struct rig *r, double stop_s,
+				     rdmx_status *st_p, double *at_p,
+				     long *grew_kib_p)
+{
+	struct rdmx_remote rem = rig_target_region(r);
+	struct buf src;
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+	int posted = 0, done = 0;
+	long rss0;
+	double t0;
+
+	buf_alloc(&r->s, &src, CHUNK, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&src, 0, CHUNK);
+	*st_p = RDMX_OK;
+	kill(r->pid, SIGSTOP);
+	rss0 = rss_kib();
+	t0 = now_s();
+	while (now_s() - t0 < stop_s) {
+		rdmx_status st = rdmx_post_write(
+			r->conn, &s,
+			rem.addr + (uint64_t)(posted % WRITES) * CHUNK,
+			rem.rkey, (uint64_t)posted);
+
+		if (st == RDMX_OK) {
+			posted++;
+			continue;
+		}
+		if (st != RDMX_ERR_AGAIN)
+			break; /* it ended: the completions say how */
+		while (rdmx_poll(r->s.cq, &wc, 1) == 1) {
+			done++;
+			if (wc.status && *st_p == RDMX_OK) {
+				*st_p = wc.status;
+				*at_p = now_s() - t0;
+			}
+		}
+		usleep(1000);
+	}
+	*grew_kib_p = rss_kib() - rss0;
+	kill(r->pid, SIGCONT);
+	/* Every request completes: after the stop, or with the error. */
+	while (done < posted) {
+		wc = wait_wc(r->s.cq);
+		done++;
+		if (wc.status && *st_p == RDMX_OK) {
+			*st_p = wc.status;
+			*at_p = now_s() - t0;
+		}
+	}
+	buf_free(&src);
+	return posted;
+}
+
+/*
+ * Slow is not dead: a target stopped for 5 s, with more owed to it than
+ * the buffers hold, takes everything once it goes on. tcp used to end the
+ * connection after 2 s (TCP_USER_TIMEOUT ends a shut window too). Our
+ * memory stays bounded while it is stopped: the queues are.
+ */
+static void test_conn_target_stopped_5s_completes(void **state)
+{
+	struct rig r;
+	rdmx_status st;
+	double at = 0;
+	long grew;
+	int posted;
+
+	(void)state;
+	rig_open(&r, false);
+	posted = stop_target_while_writing(&r, 5.0, &st, &at, &grew);
+	print_message("stopped 5 s: %d WRITEs of 1 MiB posted, first error "
+		      "%s, our RSS +%ld KiB meanwhile\n",
+		      posted, st ? rdmx_strerror(st) : "none", grew);
+	assert_int_equal(st, RDMX_OK);
+	assert_true(posted > 8);
+#ifndef HARNESS_SANITIZED
+	assert_true(grew < 16 * 1024);
+#endif
+	rig_kill(&r);
+	rig_close(&r);
+}
+
+/*
+ * Stopped past conn.stall_timeout (2 s here): the work owed to it fails,
+ * in time, on tcp and shm. A NIC serves one-sided requests whatever the
+ * target's process does.
+ */
+static void test_conn_target_stopped_past_stall_timeout(void **state)
+{
+	struct rig r;
+	rdmx_status st;
+	double at = 0;
+	long grew;
+
+	(void)state;
+	if (!strcmp(suite_transport(), "verbs"))
+		suite_skip("verbs: the NIC serves WRITEs to a stopped process");
+	rig_open_with(&r, false, "RDMX_CONN_STALL_TIMEOUT", "2s");
+	stop_target_while_writing(&r, 8.0, &st, &at, &grew);
+	print_message("stopped: work failed with %s after %.2f s\n",
+		      st ? rdmx_strerror(st) : "nothing", at);
+	assert_int_equal(st, RDMX_ERR_TIMEOUT);
+	assert_true(at >= 1.5 && at < 2.0 + 2.0 * time_scale());
+	rig_kill(&r);
+	rdmx_conn_close(r.conn);
+	rdmx_listener_close(r.lst);
+	side_close(&r.s);
 }
 
 static void test_conn_target_killed_mid_write(void **state)
@@ -377,6 +533,8 @@ int main(int argc, char **argv)
 	harness_children(argc, argv, children);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_target_killed_mid_write),
+		cmocka_unit_test(test_conn_target_stopped_5s_completes),
+		cmocka_unit_test(test_conn_target_stopped_past_stall_timeout),
 		cmocka_unit_test(test_conn_target_killed_mid_read),
 		cmocka_unit_test(test_conn_initiator_killed_mid_write),
 		cmocka_unit_test(test_conn_peer_killed_mid_frame_unread),

@@ -57,6 +57,12 @@ struct rdmx_sw_pipe {
 	void (*arm)(struct rdmx_sw_conn *c, bool on);
 	/* Optional, lock-free: is there input? Lets polling skip epoll. */
 	bool (*ready)(struct rdmx_sw_conn *c);
+	/*
+	 * Optional, each watchdog tick: false when the peer's host has
+	 * answered nothing for tcp.user_timeout while something of ours
+	 * waits for an answer (two ticks in a row end the connection).
+	 */
+	bool (*alive)(struct rdmx_sw_conn *c);
 	/* The connection died: stop both directions (fds stay open). */
 	void (*shutdown)(struct rdmx_sw_conn *c);
 	/* Last reference gone: close fds, unmap, free pipe state. */
@@ -71,6 +77,7 @@ struct rdmx_sw_ctx {
 			     */
 	int epfd;
 	int stop_efd; /* wakes the progress thread: to exit, or to take over */
+	int timer_fd; /* the watchdog's tick, armed while connections live */
 	atomic_bool stopping;
 	pthread_t thread;
 	bool thread_running;
@@ -152,6 +159,9 @@ struct rdmx_sw_recv {
 #define RDMX_SW_RXBUF (64 * 1024)
 /* Set in the epoll key of a connection's second fd. */
 #define RDMX_SW_KEY_AUX (1ull << 31)
+/* The watchdog's timer: slot 0, which no connection has. */
+#define RDMX_SW_KEY_TIMER (1ull << 32)
+#define RDMX_SW_TICK_MS 250
 
 struct rdmx_sw_conn {
 	struct rdmx_conn base;
@@ -184,6 +194,15 @@ struct rdmx_sw_conn {
 	bool peer_shared; /* the peer grants from a srq: ASK when short */
 	struct rdmx_sw_queue sq; /* posted, not yet committed */
 	struct rdmx_sw_queue inflight; /* committed, awaiting an answer */
+	/*
+	 * The watchdog (rdmx_sw_watchdog): bytes moved each way, as it last
+	 * saw them, and since when we wait to hear (inflight requests) or
+	 * to send (tx_head) without a byte moving; suspect counts ticks the
+	 * pipe found the peer's host silent.
+	 */
+	uint64_t rx_total, tx_total, seen_rx, seen_tx;
+	uint64_t heard_us, moved_us;
+	unsigned suspect;
 
 	/* transmit */
 	struct rdmx_sw_op *tx_head, *tx_tail;
@@ -310,6 +329,15 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
  * and our first frame. Until then the peer can commit no request here.
  */
 rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn);
+/*
+ * A watchdog tick (the timer's epoll event): a connection whose peer took
+ * and answered nothing for conn.stall_timeout fails with
+ * RDMX_ERR_TIMEOUT; one whose host the pipe finds silent, with
+ * RDMX_ERR_CONN_LOST.
+ */
+void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx);
+/* (Dis)arm the watchdog's timer. */
+void rdmx_sw_timer_arm(struct rdmx_sw_ctx *tctx, bool on);
 /*
  * The ops' mr_revoke: end every connection a request on @mr is posted on,
  * or whose SEND is being placed into it; mark the RECVs on @mr, of

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,16 +37,27 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 		rdmx_error("epoll_ctl: %m");
 		goto err_efd;
 	}
+	tctx->timer_fd =
+		timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	ev.data.u64 = RDMX_SW_KEY_TIMER;
+	if (tctx->timer_fd < 0 ||
+	    epoll_ctl(tctx->epfd, EPOLL_CTL_ADD, tctx->timer_fd, &ev)) {
+		rdmx_error("the watchdog's timerfd: %m");
+		goto err_timer;
+	}
 	if (ctx->cfg.progress_thread) {
 		if (rdmx_progress_thread_start(ctx, &tctx->thread,
 					       rdmx_sw_thread, tctx,
 					       tp->ops->name))
-			goto err_efd;
+			goto err_timer;
 		tctx->thread_running = true;
 	}
 	*priv_p = tctx;
 	return RDMX_OK;
 
+err_timer:
+	if (tctx->timer_fd >= 0)
+		close(tctx->timer_fd);
 err_efd:
 	close(tctx->stop_efd);
 err_epoll:
@@ -69,6 +81,7 @@ void rdmx_sw_close(void *priv)
 		pthread_join(tctx->thread, NULL);
 	}
 	close(tctx->stop_efd);
+	close(tctx->timer_fd);
 	close(tctx->epfd);
 	pthread_mutex_destroy(&tctx->slots_lock);
 	free(tctx->slots);
@@ -107,6 +120,7 @@ static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
 	}
 	tctx->slots[i] = c;
 	c->key = (uint64_t)++tctx->gens[i] << 32 | (i + 1);
+	rdmx_sw_timer_arm(tctx, true); /* under the lock: see the watchdog */
 	pthread_mutex_unlock(&tctx->slots_lock);
 	return RDMX_OK;
 }
@@ -217,6 +231,7 @@ rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn)
 		return RDMX_ERR_SYSTEM;
 	}
 	pthread_mutex_lock(&c->lock);
+	c->heard_us = c->moved_us = rdmx_now_us();
 	rdmx_sw_tell_limit(c);
 	if (c->base.srq && !c->dead)
 		rdmx_sw_srq_attach(c);
@@ -341,18 +356,23 @@ static bool rdmx_sw_conn_uses(const struct rdmx_sw_conn *c,
 	return false;
 }
 
-void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)
+/*
+ * Call @fn on every live connection of @tctx, each under its lock, with a
+ * reference held. Returns how many there were.
+ */
+static unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
+			     void (*fn)(struct rdmx_sw_conn *c, void *arg),
+			     void *arg)
 {
-	struct rdmx_sw_ctx *tctx = priv;
+	unsigned live = 0;
 
-	rdmx_sw_srq_revoke(mr);
 	for (uint32_t i = 0;; i++) {
 		struct rdmx_sw_conn *c;
 
 		pthread_mutex_lock(&tctx->slots_lock);
 		if (i >= tctx->nslots) {
 			pthread_mutex_unlock(&tctx->slots_lock);
-			return;
+			return live;
 		}
 		c = tctx->slots[i];
 		if (c)
@@ -361,19 +381,106 @@ void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)
 		if (!c)
 			continue;
 		pthread_mutex_lock(&c->lock);
-		if (!c->dead && rdmx_sw_conn_uses(c, mr)) {
-			rdmx_warn("rdmx_mr_dereg of a region that requests "
-				  "posted to %s still use: that connection "
-				  "ends, its requests flushed (as a NIC's "
-				  "protection error would end it)",
-				  c->base.info.peer_addr);
-			rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
+		if (!c->dead) {
+			live++;
+			fn(c, arg);
 		}
-		for (struct rdmx_sw_recv *r = c->rq_head; r; r = r->next)
-			rdmx_sw_recv_revoke(r, mr);
 		rdmx_sw_unlock(c);
 		rdmx_sw_conn_put(c);
 	}
+}
+
+static void rdmx_sw_conn_revoke(struct rdmx_sw_conn *c, void *arg)
+{
+	const struct rdmx_mr *mr = arg;
+
+	if (rdmx_sw_conn_uses(c, mr)) {
+		rdmx_warn("rdmx_mr_dereg of a region that requests posted to "
+			  "%s still use: that connection ends, its requests "
+			  "flushed (as a NIC's protection error would end it)",
+			  c->base.info.peer_addr);
+		rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
+	}
+	for (struct rdmx_sw_recv *r = c->rq_head; r; r = r->next)
+		rdmx_sw_recv_revoke(r, mr);
+}
+
+void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)
+{
+	rdmx_sw_srq_revoke(mr);
+	rdmx_sw_each(priv, rdmx_sw_conn_revoke, mr);
+}
+
+void rdmx_sw_timer_arm(struct rdmx_sw_ctx *tctx, bool on)
+{
+	struct itimerspec t = { 0 };
+
+	if (on) {
+		t.it_interval.tv_nsec = RDMX_SW_TICK_MS * 1000000l;
+		t.it_value = t.it_interval;
+	}
+	if (timerfd_settime(tctx->timer_fd, 0, &t, NULL))
+		rdmx_error("the watchdog's timerfd_settime: %m");
+}
+
+/*
+ * One connection's tick. Its clocks restart while nothing waits, and
+ * whenever a byte moves the way something waits.
+ */
+static void rdmx_sw_conn_tick(struct rdmx_sw_conn *c, void *arg)
+{
+	uint64_t now = *(const uint64_t *)arg;
+	uint64_t stall = c->base.ctx->cfg.conn_stall_timeout_ms * 1000;
+	const struct rdmx_sw_pipe *pipe = c->tctx->tp->pipe;
+	uint64_t since;
+
+	if (!c->inflight.head || c->rx_total != c->seen_rx)
+		c->heard_us = now;
+	if (!c->tx_head || c->tx_total != c->seen_tx)
+		c->moved_us = now;
+	c->seen_rx = c->rx_total;
+	c->seen_tx = c->tx_total;
+	since = c->heard_us < c->moved_us ? c->heard_us : c->moved_us;
+	if (now - since >= stall) {
+		rdmx_warn(
+			"%s took nothing of what we send, or answered none of "
+			"our requests, for %llu ms: its work fails "
+			"(conn.stall_timeout)",
+			c->base.info.peer_addr,
+			(unsigned long long)(now - since) / 1000);
+		rdmx_sw_conn_fail(c, RDMX_ERR_TIMEOUT);
+		return;
+	}
+	if (!pipe->alive || pipe->alive(c)) {
+		c->suspect = 0;
+	} else if (++c->suspect >= 2) {
+		rdmx_warn(
+			"the host of %s answered nothing for tcp.user_timeout "
+			"(%llu ms): it is gone",
+			c->base.info.peer_addr,
+			(unsigned long long)
+				c->base.ctx->cfg.tcp_user_timeout_ms);
+		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
+	}
+}
+
+void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx)
+{
+	uint64_t now = rdmx_now_us(), ticks;
+	bool any = false;
+
+	if (read(tctx->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		rdmx_debug("the watchdog's timerfd: %m");
+	if (rdmx_sw_each(tctx, rdmx_sw_conn_tick, &now))
+		return;
+	/* Idle with no connection: off until a slot is taken (which arms it
+	 * under the same lock, so no arming is lost). */
+	pthread_mutex_lock(&tctx->slots_lock);
+	for (uint32_t i = 0; i < tctx->nslots && !any; i++)
+		any = tctx->slots[i] != NULL;
+	if (!any)
+		rdmx_sw_timer_arm(tctx, false);
+	pthread_mutex_unlock(&tctx->slots_lock);
 }
 
 void rdmx_sw_conn_close(struct rdmx_conn *conn)

@@ -121,6 +121,7 @@ static void rdmx_sw_tx_flush(struct rdmx_sw_conn *c)
 	while (c->tx_head) {
 		n = c->tctx->tp->pipe->sendv(c, iov, rdmx_sw_tx_gather(c, iov));
 		if (n > 0) {
+			c->tx_total += (uint64_t)n;
 			rdmx_sw_tx_advance(c, (size_t)n);
 			continue;
 		}

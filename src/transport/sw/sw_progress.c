@@ -60,6 +60,7 @@ static ssize_t rdmx_sw_rx_fill(struct rdmx_sw_conn *c)
 				    sizeof(c->rxbuf) - c->rx_len);
 	if (n > 0) {
 		c->rx_len += (size_t)n;
+		c->rx_total += (uint64_t)n;
 		return n;
 	}
 	if (n == -EAGAIN)
@@ -675,6 +676,7 @@ static ssize_t rdmx_sw_rx_read(struct rdmx_sw_conn *c)
 	n = c->tctx->tp->pipe->readv(c, c->rx_iov + c->rx_iov_i,
 				     c->rx_niov - c->rx_iov_i);
 	if (n > 0) {
+		c->rx_total += (uint64_t)n;
 		rdmx_sw_rx_consume(c, NULL, (size_t)n);
 		return n;
 	}
@@ -769,6 +771,10 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 
 		if (!ev[i].data.u64)
 			continue; /* the stop signal: the thread's business */
+		if (ev[i].data.u64 == RDMX_SW_KEY_TIMER) {
+			rdmx_sw_watchdog(tctx);
+			continue;
+		}
 		c = rdmx_sw_conn_get(tctx, ev[i].data.u64);
 		if (!c)
 			continue;

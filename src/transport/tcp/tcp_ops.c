@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "tcp.h"
@@ -21,6 +23,7 @@ static rdmx_status rdmx_tcp_conn_create(void *priv, int fd, bool accepting,
 {
 	const struct rdmx_config *cfg = &((struct rdmx_sw_ctx *)priv)->ctx->cfg;
 	int snd = (int)cfg->tcp_send_buffer, rcv = (int)cfg->tcp_recv_buffer;
+	unsigned stall = (unsigned)cfg->conn_stall_timeout_ms + 1000;
 
 	(void)accepting;
 	(void)deadline; /* nothing to wait for: the socket is the path */
@@ -28,6 +31,14 @@ static rdmx_status rdmx_tcp_conn_create(void *priv, int fd, bool accepting,
 		rdmx_warn("tcp: SO_SNDBUF %d: %m", snd);
 	if (rcv && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv)))
 		rdmx_warn("tcp: SO_RCVBUF %d: %m", rcv);
+	/*
+	 * A shut window is slowness: the engine's watchdog finds dead hosts
+	 * (tcp_pipe.c) and ends stalls itself, with their own status; the
+	 * kernel's bound, a second later, is a backstop.
+	 */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &stall,
+		       sizeof(stall)))
+		rdmx_warn("tcp: TCP_USER_TIMEOUT %u: %m", stall);
 	return rdmx_sw_conn_create(priv, fd, -1, NULL, attr, conn_p);
 }
 

@@ -3,8 +3,17 @@
  * The tcp pipe: the engine's byte stream is the connected socket. Payloads
  * go from registered memory to the socket with sendmsg and back with readv,
  * with no staging copy for large ones.
+ *
+ * Liveness apart from slowness: the kernel's TCP_USER_TIMEOUT on this
+ * socket is conn.stall_timeout, since it also ends a connection whose
+ * peer keeps its receive window shut (a live process that stopped
+ * reading); a host that answers nothing at all (data, window probes and
+ * keepalives unacknowledged) is found by rdmx_tcp_alive within
+ * tcp.user_timeout.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -62,12 +71,31 @@ static void rdmx_tcp_destroy(struct rdmx_sw_conn *c)
 	close(c->fd);
 }
 
+/*
+ * The peer's kernel acknowledges what it gets, even while its process
+ * reads nothing (a shut window is answered too): it is gone when nothing
+ * was acknowledged for tcp.user_timeout while something of ours waited
+ * for it, data in flight, a window probe or a keepalive.
+ */
+static bool rdmx_tcp_alive(struct rdmx_sw_conn *c)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		return true;
+	if (ti.tcpi_last_ack_recv < c->base.ctx->cfg.tcp_user_timeout_ms)
+		return true;
+	return !ti.tcpi_unacked && !ti.tcpi_probes && !ti.tcpi_retransmits;
+}
+
 const struct rdmx_sw_pipe rdmx_tcp_pipe = {
 	.name = "tcp",
 	.recv = rdmx_tcp_recv,
 	.readv = rdmx_tcp_readv,
 	.sendv = rdmx_tcp_sendv,
 	.want_out = rdmx_sw_epoll_out,
+	.alive = rdmx_tcp_alive,
 	.shutdown = rdmx_tcp_shutdown,
 	.destroy = rdmx_tcp_destroy,
 };
