@@ -305,7 +305,7 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr ia;
 	union ibv_gid gid;
-	char s[INET6_ADDRSTRLEN] = "?", where[96];
+	char s[INET6_ADDRSTRLEN] = "?", where[192];
 	char *reason = c->base.info.reason;
 	size_t n = strlen(reason);
 	uint8_t idx;
@@ -315,16 +315,19 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	idx = qa.ah_attr.grh.sgid_index;
 	if (!ibv_query_gid(c->vctx->dev, c->id->port_num, idx, &gid))
 		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
-	snprintf(where, sizeof(where), "%s port %u, gid %u %s", c->vctx->name,
-		 c->id->port_num, idx, s);
+	if (snprintf(where, sizeof(where), "%s port %u, gid %u %s",
+		     c->vctx->name, c->id->port_num, idx, s) < 0)
+		return;
 	if (c->vctx->dev->device->transport_type == IBV_TRANSPORT_IB) {
 		size_t w = strlen(where);
 
 		snprintf(where + w, sizeof(where) - w, ", mtu %d",
 			 128 << qa.path_mtu);
 	}
-	snprintf(reason + n, sizeof(c->base.info.reason) - n, "%s%s",
-		 n ? "; " : "", where);
+	/* The reason is for people: cut to its room if need be. */
+	if (snprintf(reason + n, sizeof(c->base.info.reason) - n, "%s%s",
+		     n ? "; " : "", where) < 0)
+		return;
 	rdmx_info("verbs: %s -> %s on %s", c->base.info.local_addr,
 		  c->base.info.peer_addr, where);
 }
