@@ -215,16 +215,17 @@ struct rdmx_mr {
 	unsigned access;
 	uint64_t rkey; /* rdmx_remote.rkey: random high half, NIC's low */
 	atomic_uint refs; /* transfers in progress into or out of it */
-	/* Requests posted here whose buffers lie in it, until freed. */
+	/* sges of requests and RECVs posted here that lie in it */
 	atomic_uint posted;
 	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
 };
 
 /*
- * A software transport's request takes one of these per sge for as long
- * as it may read or write the buffer (until it is freed): rdmx_mr_dereg
- * waits for them, after ending the connections they are posted on.
+ * A software transport's request or RECV takes one of these per sge for
+ * as long as it may read or write the buffer: rdmx_mr_dereg waits for
+ * them, after ending the connections requests are posted on and
+ * revoking the RECVs (which drop theirs at once).
  */
 static inline void rdmx_mr_use(struct rdmx_mr *mr, int delta)
 {
@@ -321,14 +322,14 @@ struct rdmx_conn {
  * its transport, whose setup ends by @deadline, and exchanges the private
  * data that can be (see handshake.h). It owns @fd from here on, and
  * closes it if it fails. The connection it gives is not live: nothing
- * drives it and it completes nothing. A client's is set up for @attr;
- * a server's transport may read only the transports @attr allows.
+ * drives it and it completes nothing. A server's setup uses no more of
+ * @attr than its cq (to fill the connection in); a client's uses its srq
+ * too (a verbs QP is made here).
  *
  * rdmx_conn_start sends the server's private data (@accepting), takes
  * @attr's cq, srq and user_ctx, counts the connection and makes it live
- * (the transport binds the srq there). On
- * failure the connection is gone. rdmx_conn_discard frees one that was
- * set up and never started.
+ * (the transport binds the srq there). On failure the connection is gone.
+ * rdmx_conn_discard frees one that was set up and never started.
  */
 struct rdmx_hs_result;
 rdmx_status rdmx_conn_setup(struct rdmx_ctx *ctx, int fd, bool accepting,
