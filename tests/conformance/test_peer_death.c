@@ -311,7 +311,9 @@ static void test_conn_target_stopped_past_stall_timeout(void **state)
 	print_message("stopped: work failed with %s after %.2f s\n",
 		      st ? rdmx_strerror(st) : "nothing", at);
 	assert_int_equal(st, RDMX_ERR_TIMEOUT);
-	assert_true(at >= 1.5 && at < 2.0 + 2.0 * time_scale());
+	/* Its clock starts at the tick before the stop; ticks may be late
+	 * on a loaded machine. */
+	assert_true(at >= 1.5 && at < 2.0 + 4.0 * time_scale());
 	rig_kill(&r);
 	rdmx_conn_close(r.conn);
 	rdmx_listener_close(r.lst);
