@@ -8,18 +8,25 @@
 #include "handshake.h"
 #include "sock.h"
 
+/* What of @attr the application sees its connection by. */
+static void rdmx_conn_take_attr(struct rdmx_conn *conn,
+				const struct rdmx_conn_attr *attr)
+{
+	conn->cq = attr->cq;
+	conn->srq = (attr->mask & RDMX_CONN_ATTR_SRQ) ? attr->srq : NULL;
+	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
+								: NULL;
+}
+
 void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 		    const struct rdmx_transport_ops *ops,
 		    const struct rdmx_conn_attr *attr)
 {
 	conn->ctx = ctx;
 	conn->ops = ops;
-	conn->cq = attr->cq;
-	conn->srq = (attr->mask & RDMX_CONN_ATTR_SRQ) ? attr->srq : NULL;
 	conn->lat = NULL;
 	conn->caps = ops->caps;
-	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
-								: NULL;
+	rdmx_conn_take_attr(conn, attr);
 }
 
 static const void *rdmx_attr_data(const struct rdmx_conn_attr *attr,
@@ -112,10 +119,7 @@ rdmx_status rdmx_conn_start(struct rdmx_conn *conn, bool accepting,
 		return st;
 	}
 	/* The accepting call's, which may not be the one it was set up for. */
-	conn->cq = attr->cq;
-	conn->srq = (attr->mask & RDMX_CONN_ATTR_SRQ) ? attr->srq : NULL;
-	conn->user_ctx = (attr->mask & RDMX_CONN_ATTR_USER_CTX) ? attr->user_ctx
-								: NULL;
+	rdmx_conn_take_attr(conn, attr);
 	rdmx_stats_conn(conn, 1);
 	rdmx_cq_attach(conn->cq, 1);
 	if (conn->srq)

@@ -127,9 +127,10 @@ struct rdmx_transport_ops {
 	rdmx_status (*reg_mr)(void *priv, struct rdmx_mr *mr, uint32_t *rkey_p);
 	void (*dereg_mr)(void *priv, struct rdmx_mr *mr);
 	/*
-	 * Optional: @mr is being deregistered while requests posted here
-	 * still use it (mr->posted): end the connections they are on, as a
-	 * NIC's protection error would, so their flush frees them.
+	 * Optional: @mr is being deregistered: end the connections whose
+	 * posted requests still use it, as a NIC's protection error would,
+	 * and keep RECVs on it from being written. Nothing of ours touches
+	 * the region once it returns.
 	 */
 	void (*mr_revoke)(void *priv, struct rdmx_mr *mr);
 	/* A descriptor readable when progress() has work (for waiting). */
@@ -215,25 +216,9 @@ struct rdmx_mr {
 	unsigned access;
 	uint64_t rkey; /* rdmx_remote.rkey: random high half, NIC's low */
 	atomic_uint refs; /* transfers in progress into or out of it */
-	/* sges of requests and RECVs posted here that lie in it */
-	atomic_uint posted;
 	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
 };
-
-/*
- * A software transport's request or RECV takes one of these per sge for
- * as long as it may read or write the buffer: rdmx_mr_dereg waits for
- * them, after ending the connections requests are posted on and
- * revoking the RECVs (which drop theirs at once).
- */
-static inline void rdmx_mr_use(struct rdmx_mr *mr, int delta)
-{
-	if (delta > 0)
-		atomic_fetch_add_explicit(&mr->posted, 1, memory_order_relaxed);
-	else
-		atomic_fetch_sub_explicit(&mr->posted, 1, memory_order_release);
-}
 
 /*
  * rdmx_mr_acquire - the target side of a one-sided operation: find the live

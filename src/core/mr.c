@@ -181,13 +181,12 @@ rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr)
 	 * No new transfer can find it now. Transfers already placing or
 	 * sending its bytes end by themselves (or when their connection
 	 * dies); the caller may free the memory only after they have. Our
-	 * own requests may wait forever (a SEND for the peer's RECV): their
-	 * connections end, and the flush frees them.
+	 * own requests may wait forever (a SEND for the peer's RECV): the
+	 * transports end their connections first. They look it up at
+	 * dereg rather than count uses on every post.
 	 */
-	if (atomic_load_explicit(&mr->posted, memory_order_acquire))
-		rdmx_mr_revoke(ctx, mr);
-	while (atomic_load_explicit(&mr->refs, memory_order_acquire) ||
-	       atomic_load_explicit(&mr->posted, memory_order_acquire))
+	rdmx_mr_revoke(ctx, mr);
+	while (atomic_load_explicit(&mr->refs, memory_order_acquire))
 		nanosleep(&nap, NULL);
 	rdmx_mr_dereg_hw(ctx, mr);
 	rdmx_ctx_child(ctx, &ctx->nmrs, -1);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -345,4 +346,24 @@ int harness_free_port(void)
 	port = ntohs(a.sin_port);
 	close(fd);
 	return port;
+}
+
+void harness_usage(long *fds, long *rss)
+{
+	long pages = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	*rss = res * sysconf(_SC_PAGESIZE);
+	*fds = -1; /* the directory's own descriptor */
+	while (d && (e = readdir(d)))
+		*fds += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
 }

@@ -134,6 +134,9 @@ void reap_ok(pid_t pid);
  */
 int harness_free_port(void);
 
+/* This process's open descriptors and resident bytes, from /proc. */
+void harness_usage(long *fds, long *rss);
+
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);
 /* Does an error completion end this connection (RDMX_CONN_ERRORS_CLOSE)? */

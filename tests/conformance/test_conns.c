@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: 64 concurrent connections between two processes; private
  * data exchanged with a connection. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,27 +291,6 @@ static void test_conn_transports_per_connection(void **state)
 	side_close(&s);
 }
 
-/* Open descriptors and resident bytes of this process. */
-static void usage_now(long *fds, long *rss)
-{
-	long pages = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-
-	if (f) {
-		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
-			res = 0;
-		fclose(f);
-	}
-	*rss = res * sysconf(_SC_PAGESIZE);
-	*fds = -1; /* the directory's own descriptor */
-	while (d && (e = readdir(d)))
-		*fds += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-}
-
 /* 1,000 connect/close cycles; 100 under an emulator. */
 static int churn_cycles(void)
 {
@@ -343,7 +321,7 @@ static void churn_mark(struct churn *ch, int i, bool client)
 	if (i != 49)
 		return;
 	usleep(CHURN_PAUSE_US / 3);
-	usage_now(&ch->fds, &ch->rss);
+	harness_usage(&ch->fds, &ch->rss);
 	if (client)
 		usleep(CHURN_PAUSE_US);
 }
@@ -353,7 +331,7 @@ static int churn_check(const struct churn *ch)
 	long fds, rss;
 
 	usleep(CHURN_PAUSE_US / 3);
-	usage_now(&fds, &rss);
+	harness_usage(&fds, &rss);
 	fprintf(stderr,
 		"%s: after 50 cycles %ld fds, %ld KiB; after %d: %ld "
 		"fds, %ld KiB\n",

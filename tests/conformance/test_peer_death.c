@@ -191,15 +191,10 @@ static struct rdmx_remote rig_target_region(struct rig *r)
 
 static long rss_kib(void)
 {
-	long pages = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
+	long fds, rss;
 
-	if (f) {
-		if (fscanf(f, "%*s %ld", &pages) != 1)
-			pages = 0;
-		fclose(f);
-	}
-	return pages * (sysconf(_SC_PAGESIZE) / 1024);
+	harness_usage(&fds, &rss);
+	return rss >> 10;
 }
 
 /*

@@ -124,7 +124,7 @@ struct rdmx_sw_op {
 	int nlocal;
 	/* READ_RESP: the registration its payload comes from */
 	struct rdmx_mr *mr;
-	/* requests: the registrations of their sges (rdmx_mr_use) */
+	/* requests: the registrations of their sges (rdmx_sw_mr_revoke) */
 	struct rdmx_mr *use[RDMX_MAX_SGE];
 	int nuse;
 	/* BYREF requests: the descriptors of our buffers, as sent */
@@ -148,9 +148,7 @@ struct rdmx_sw_recv {
 	uint64_t cap;
 	struct iovec iov[RDMX_MAX_SGE];
 	int niov;
-	/* The registrations of its sges (rdmx_mr_use), none once revoked. */
-	struct rdmx_mr *use[RDMX_MAX_SGE];
-	int nuse;
+	struct rdmx_mr *use[RDMX_MAX_SGE]; /* the registrations of iov[] */
 	/* A region of it was deregistered: a SEND that takes it ends the
 	 * connection (a NIC's protection error), a WRITE_IMM may. */
 	bool revoked;
@@ -287,10 +285,15 @@ struct rdmx_sw_srq {
 
 extern const struct rdmx_srq_ops rdmx_sw_srq_ops;
 
-/* Free a RECV, dropping its registrations. */
-void rdmx_sw_recv_free(struct rdmx_sw_recv *r);
-/* Revoke @r if it uses @mr (its registrations dropped); true if it does. */
-bool rdmx_sw_recv_revoke(struct rdmx_sw_recv *r, const struct rdmx_mr *mr);
+/* Is @mr among the @n registrations of @use? */
+static inline bool rdmx_sw_uses(struct rdmx_mr *const *use, int n,
+				const struct rdmx_mr *mr)
+{
+	for (int i = 0; i < n; i++)
+		if (use[i] == mr)
+			return true;
+	return false;
+}
 
 /* sw_srq.c */
 /* The connection's RECVs come from attr's srq: join it, tell the peer. */

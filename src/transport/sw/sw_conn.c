@@ -303,11 +303,11 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	while ((r = c->rq_head)) {
 		c->rq_head = r->next;
 		rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV, st, 0, 0);
-		rdmx_sw_recv_free(r);
+		free(r);
 	}
 	if (c->rx_recv) {
 		rdmx_sw_complete(c, c->rx_recv->wr_id, RDMX_OP_RECV, st, 0, 0);
-		rdmx_sw_recv_free(c->rx_recv);
+		free(c->rx_recv);
 		c->rx_recv = NULL;
 	}
 	rdmx_mr_release(c->rx_mr);
@@ -332,28 +332,22 @@ rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn)
 
 /*
  * Does a request queued on @c use @mr, or a SEND being placed into a RECV
- * on it? Call with c->lock held.
+ * on it? A request leaves sq and inflight only once its bytes have left
+ * (an earlier answer is a protocol error), so the transmit queue need not
+ * be searched. Call with c->lock held.
  */
 static bool rdmx_sw_conn_uses(const struct rdmx_sw_conn *c,
 			      const struct rdmx_mr *mr)
 {
 	const struct rdmx_sw_queue *qs[] = { &c->sq, &c->inflight };
-	const struct rdmx_sw_op *op;
 
 	for (unsigned q = 0; q < 2; q++)
-		for (op = qs[q]->head; op; op = op->next)
-			for (int i = 0; i < op->nuse; i++)
-				if (op->use[i] == mr)
-					return true;
-	for (op = c->tx_head; op; op = op->tx_next)
-		for (int i = 0; i < op->nuse; i++)
-			if (op->use[i] == mr)
+		for (const struct rdmx_sw_op *op = qs[q]->head; op;
+		     op = op->next)
+			if (rdmx_sw_uses(op->use, op->nuse, mr))
 				return true;
-	if (c->rx_recv)
-		for (int i = 0; i < c->rx_recv->nuse; i++)
-			if (c->rx_recv->use[i] == mr)
-				return true;
-	return false;
+	return c->rx_recv &&
+	       rdmx_sw_uses(c->rx_recv->use, c->rx_recv->niov, mr);
 }
 
 /*
@@ -402,7 +396,7 @@ static void rdmx_sw_conn_revoke(struct rdmx_sw_conn *c, void *arg)
 		rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
 	}
 	for (struct rdmx_sw_recv *r = c->rq_head; r; r = r->next)
-		rdmx_sw_recv_revoke(r, mr);
+		r->revoked |= rdmx_sw_uses(r->use, r->niov, mr);
 }
 
 void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr)

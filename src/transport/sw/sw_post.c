@@ -19,8 +19,6 @@ void rdmx_sw_op_drop(struct rdmx_sw_op *op)
 	if (op->in_q || op->in_tx)
 		return;
 	rdmx_mr_release(op->mr);
-	for (int i = 0; i < op->nuse; i++)
-		rdmx_mr_use(op->use[i], -1);
 	free(op);
 }
 
@@ -273,7 +271,6 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 		dst[i].iov_base = wr->sg_list[i].addr;
 		dst[i].iov_len = wr->sg_list[i].length;
 		op->use[i] = wr->sg_list[i].mr;
-		rdmx_mr_use(op->use[i], 1);
 	}
 	op->nuse = wr->num_sge;
 	op->iovcnt = 1 + (payload ? wr->num_sge : 0);
@@ -356,7 +353,7 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	}
 	rdmx_sw_unlock(c);
 	if (st)
-		rdmx_sw_op_drop(op);
+		free(op);
 	return st;
 }
 
@@ -374,32 +371,8 @@ struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
 		r->iov[i].iov_len = sg[i].length;
 		r->cap += sg[i].length;
 		r->use[i] = sg[i].mr;
-		rdmx_mr_use(r->use[i], 1);
 	}
-	r->nuse = num_sge;
 	return r;
-}
-
-void rdmx_sw_recv_free(struct rdmx_sw_recv *r)
-{
-	for (int i = 0; i < r->nuse; i++)
-		rdmx_mr_use(r->use[i], -1);
-	free(r);
-}
-
-bool rdmx_sw_recv_revoke(struct rdmx_sw_recv *r, const struct rdmx_mr *mr)
-{
-	bool uses = false;
-
-	for (int i = 0; i < r->nuse; i++)
-		uses |= r->use[i] == mr;
-	if (!uses)
-		return false;
-	for (int i = 0; i < r->nuse; i++)
-		rdmx_mr_use(r->use[i], -1);
-	r->nuse = 0;
-	r->revoked = true;
-	return true;
 }
 
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
@@ -429,6 +402,6 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	}
 	rdmx_sw_unlock(c);
 	if (st)
-		rdmx_sw_recv_free(r);
+		free(r);
 	return st;
 }

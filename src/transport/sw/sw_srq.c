@@ -307,7 +307,7 @@ void rdmx_sw_srq_revoke(const struct rdmx_mr *mr)
 			continue;
 		pthread_mutex_lock(&s->lock);
 		for (struct rdmx_sw_recv *r = s->head; r; r = r->next)
-			rdmx_sw_recv_revoke(r, mr);
+			r->revoked |= rdmx_sw_uses(r->use, r->niov, mr);
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_unlock(&rdmx_sw_srqs_lock);
@@ -348,7 +348,7 @@ static void rdmx_sw_srq_destroy(struct rdmx_srq *srq)
 
 		s->head = r->next;
 		rdmx_cq_push(srq->cq, &wc);
-		rdmx_sw_recv_free(r);
+		free(r);
 	}
 	s->tail = NULL;
 	s->srq = NULL;
@@ -368,7 +368,7 @@ static rdmx_status rdmx_sw_srq_post_recv(struct rdmx_srq *srq,
 	pthread_mutex_lock(&s->lock);
 	if (s->count >= srq->max_wr) {
 		pthread_mutex_unlock(&s->lock);
-		rdmx_sw_recv_free(r);
+		free(r);
 		return RDMX_ERR_AGAIN;
 	}
 	if (s->tail)

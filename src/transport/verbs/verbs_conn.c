@@ -380,6 +380,14 @@ static void rdmx_verbs_rnr_timer(struct rdmx_verbs_conn *c)
 			  c->base.info.peer_addr);
 }
 
+/* The QP is connected, on either side: say where, shorten its RNR wait. */
+static void rdmx_verbs_qp_up(struct rdmx_verbs_conn *c)
+{
+	rdmx_verbs_log_gid(c);
+	if (c->srq)
+		rdmx_verbs_rnr_timer(c);
+}
+
 /*
  * Accepting side, first half (a listener's worker): listen on our address
  * of the control connection, swap setups and wait for the peer's
@@ -471,9 +479,7 @@ static rdmx_status rdmx_verbs_accept_finish(struct rdmx_verbs_conn *c,
 	rdma_destroy_id(c->lid);
 	c->lid = NULL;
 	if (!st) {
-		rdmx_verbs_log_gid(c);
-		if (c->srq)
-			rdmx_verbs_rnr_timer(c);
+		rdmx_verbs_qp_up(c);
 		c->quiet = rdmx_verbs_iwarp(c->vctx);
 		c->quiet_since = rdmx_now_us();
 	}
@@ -798,11 +804,8 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		goto err;
 	c->peer_credit_addr = theirs.credit_addr;
 	c->peer_credit_rkey = theirs.credit_rkey;
-	if (!accepting) {
-		rdmx_verbs_log_gid(c);
-		if (c->srq)
-			rdmx_verbs_rnr_timer(c);
-	}
+	if (!accepting)
+		rdmx_verbs_qp_up(c);
 	*conn_p = &c->base;
 	return RDMX_OK;
 
