@@ -283,6 +283,10 @@ static void test_conn_target_stopped_5s_completes(void **state)
 	assert_true(grew < 16 * 1024);
 #endif
 	rig_kill(&r);
+	/* rig_close expects the death noticed: the kill is asynchronous. */
+	for (double t0 = now_s();
+	     rdmx_conn_check(r.conn) == RDMX_OK && now_s() - t0 < T_FLUSH_S;)
+		usleep(1000);
 	rig_close(&r);
 }
 
