@@ -304,23 +304,28 @@ void rdmx_sock_name(int fd, bool peer, char *buf, size_t len)
 
 void rdmx_sock_liveness(int fd, unsigned timeout_ms)
 {
-	int one = 1, cnt = 1, idle = (int)(timeout_ms / 2000);
-	unsigned ut = timeout_ms;
+	int one = 1, cnt = (int)(timeout_ms / 1000) + 1;
 
 	/*
-	 * A dead peer host sends no FIN: keepalive probes on an idle socket
-	 * and TCP_USER_TIMEOUT on a busy one turn its silence into an error
-	 * within about @timeout_ms (idle, then one unanswered probe; the
-	 * kernel counts in whole seconds, at least one).
+	 * A dead peer host sends no FIN. Keepalive probes a socket idle for
+	 * a second, once a second, and ends it after @cnt unanswered: a
+	 * backstop (the kernel counts in whole seconds). Each step of a
+	 * connection's setup has its own deadline, and a started connection
+	 * is judged within @timeout_ms by heartbeats its transport sends,
+	 * which TCP retransmits: a bound by keepalive alone would be one
+	 * probe, and one lost packet would end a live connection.
 	 */
-	if (idle < 1)
-		idle = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+}
+
+void rdmx_sock_user_timeout(int fd, unsigned ms)
+{
+	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)))
+		rdmx_warn("TCP_USER_TIMEOUT %u: %m", ms);
 }
 
 /* IPv4 as the IPv4-mapped IPv6 form. */

@@ -29,8 +29,14 @@ rdmx_status rdmx_sock_write_full(int fd, const void *buf, size_t len,
 /* "ip:port" of either end of a connected socket. */
 void rdmx_sock_name(int fd, bool peer, char *buf, size_t len);
 
-/* TCP_NODELAY, keepalive and TCP_USER_TIMEOUT bounded by @timeout_ms. */
+/*
+ * A control socket: TCP_NODELAY, and keepalive that ends it after about
+ * twice @timeout_ms of silence from the peer's host, a probe a second, so
+ * that one lost probe does not (sock.c).
+ */
 void rdmx_sock_liveness(int fd, unsigned timeout_ms);
+/* TCP_USER_TIMEOUT: data of ours unacknowledged for @ms ends the socket. */
+void rdmx_sock_user_timeout(int fd, unsigned ms);
 
 struct sockaddr;
 

@@ -61,6 +61,10 @@ struct rdmx_sw_pipe {
 	 * Optional, each watchdog tick: false when the peer's host has
 	 * answered nothing for tcp.user_timeout while something of ours
 	 * waits for an answer (two ticks in a row end the connection).
+	 * A connection over such a pipe that has sent nothing for a quarter
+	 * of tcp.user_timeout sends an empty credit frame, a heartbeat, so
+	 * that something always waits: a host is then judged by several
+	 * retransmitted frames, not by one keepalive a lost packet kills.
 	 */
 	bool (*alive)(struct rdmx_sw_conn *c);
 	/* The connection died: stop both directions (fds stay open). */
@@ -199,7 +203,7 @@ struct rdmx_sw_conn {
 	 * pipe found the peer's host silent.
 	 */
 	uint64_t rx_total, tx_total, seen_rx, seen_tx;
-	uint64_t heard_us, moved_us;
+	uint64_t heard_us, moved_us, sent_us;
 	unsigned suspect;
 
 	/* transmit */

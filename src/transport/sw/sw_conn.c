@@ -231,7 +231,7 @@ rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn)
 		return RDMX_ERR_SYSTEM;
 	}
 	pthread_mutex_lock(&c->lock);
-	c->heard_us = c->moved_us = rdmx_now_us();
+	c->heard_us = c->moved_us = c->sent_us = rdmx_now_us();
 	rdmx_sw_tell_limit(c);
 	if (c->base.srq && !c->dead)
 		rdmx_sw_srq_attach(c);
@@ -423,15 +423,20 @@ void rdmx_sw_timer_arm(struct rdmx_sw_ctx *tctx, bool on)
  */
 static void rdmx_sw_conn_tick(struct rdmx_sw_conn *c, void *arg)
 {
-	uint64_t now = *(const uint64_t *)arg;
+	/* Read under the lock conn_start sets the clocks under: never before
+	 * them. */
+	uint64_t now = rdmx_now_us();
 	uint64_t stall = c->base.ctx->cfg.conn_stall_timeout_ms * 1000;
 	const struct rdmx_sw_pipe *pipe = c->tctx->tp->pipe;
 	uint64_t since;
 
+	(void)arg;
 	if (!c->inflight.head || c->rx_total != c->seen_rx)
 		c->heard_us = now;
 	if (!c->tx_head || c->tx_total != c->seen_tx)
 		c->moved_us = now;
+	if (c->tx_total != c->seen_tx)
+		c->sent_us = now;
 	c->seen_rx = c->rx_total;
 	c->seen_tx = c->tx_total;
 	since = c->heard_us < c->moved_us ? c->heard_us : c->moved_us;
@@ -444,6 +449,15 @@ static void rdmx_sw_conn_tick(struct rdmx_sw_conn *c, void *arg)
 			(unsigned long long)(now - since) / 1000);
 		rdmx_sw_conn_fail(c, RDMX_ERR_TIMEOUT);
 		return;
+	}
+	if (pipe->alive && !c->tx_head &&
+	    now - c->sent_us >= c->base.ctx->cfg.tcp_user_timeout_ms * 250) {
+		struct rdmx_sw_hdr beat = { .type = RDMX_SW_CREDIT,
+					    .op = RDMX_SW_CREDIT_GRANT };
+
+		if (!rdmx_sw_answer(c, &beat, NULL, NULL))
+			rdmx_sw_tx_progress(c);
+		c->sent_us = now;
 	}
 	if (!pipe->alive || pipe->alive(c)) {
 		c->suspect = 0;
@@ -460,12 +474,12 @@ static void rdmx_sw_conn_tick(struct rdmx_sw_conn *c, void *arg)
 
 void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx)
 {
-	uint64_t now = rdmx_now_us(), ticks;
+	uint64_t ticks;
 	bool any = false;
 
 	if (read(tctx->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		rdmx_debug("the watchdog's timerfd: %m");
-	if (rdmx_sw_each(tctx, rdmx_sw_conn_tick, &now))
+	if (rdmx_sw_each(tctx, rdmx_sw_conn_tick, NULL))
 		return;
 	/* Idle with no connection: off until a slot is taken (which arms it
 	 * under the same lock, so no arming is lost). */

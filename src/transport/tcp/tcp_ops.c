@@ -36,9 +36,7 @@ static rdmx_status rdmx_tcp_conn_create(void *priv, int fd, bool accepting,
 	 * (tcp_pipe.c) and ends stalls itself, with their own status; the
 	 * kernel's bound, a second later, is a backstop.
 	 */
-	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &stall,
-		       sizeof(stall)))
-		rdmx_warn("tcp: TCP_USER_TIMEOUT %u: %m", stall);
+	rdmx_sock_user_timeout(fd, stall);
 	return rdmx_sw_conn_create(priv, fd, -1, NULL, attr, conn_p);
 }
 

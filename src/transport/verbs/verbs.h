@@ -128,6 +128,7 @@ struct rdmx_verbs_conn {
 	 * the wire (verbs_proto.h); since quiet_since (us). */
 	bool quiet;
 	uint64_t quiet_since;
+	uint64_t pinged_us; /* RDMX_VERBS_PING last sent on ctl */
 	bool dead; /* QP moved to error: flushing */
 	rdmx_status flush_status;
 	uint64_t dead_since; /* us: the device's grace to flush starts */

@@ -834,6 +834,9 @@ rdmx_status rdmx_verbs_conn_start(struct rdmx_conn *conn)
 		if (st)
 			return st;
 	}
+	/* Our heartbeats go unanswered for that long: the host is gone. */
+	rdmx_sock_user_timeout(c->ctl,
+			       (unsigned)v->ctx->cfg.tcp_user_timeout_ms);
 	pthread_mutex_lock(&v->lock);
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, c->ctl, &ev)) {
 		pthread_mutex_unlock(&v->lock);

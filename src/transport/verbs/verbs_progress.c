@@ -230,6 +230,12 @@ void rdmx_verbs_flush_sw(struct rdmx_verbs_conn *c)
 	r->signaled = 0;
 }
 
+/* How often a connection's heartbeat goes out (verbs_proto.h). */
+static int rdmx_verbs_ping_ms(const struct rdmx_verbs_ctx *v)
+{
+	return (int)(v->ctx->cfg.tcp_user_timeout_ms / 4);
+}
+
 /*
  * Requests wait on the peer's NIC; on a device that drops a request
  * without a NAK (rxe, when the target deregisters during a READ) they
@@ -252,6 +258,16 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 		if (now - c->dead_since >= RDMX_VERBS_FLUSH_GRACE_US)
 			rdmx_verbs_flush_sw(c);
 		return;
+	}
+	if (now - c->pinged_us >=
+	    (uint64_t)rdmx_verbs_ping_ms(c->vctx) * 1000) {
+		uint8_t ping = RDMX_VERBS_PING;
+
+		/* Full or broken: the kernel's bound, or the reader, tells. */
+		if (send(c->ctl, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+			rdmx_debug("verbs: heartbeat to %s: %m",
+				   c->base.info.peer_addr);
+		c->pinged_us = now;
 	}
 	if (c->quiet && now - c->quiet_since >= limit) {
 		rdmx_error("verbs: %s never said its side of the connection is "
@@ -282,25 +298,26 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 }
 
 /*
- * Input on a quiet connection's control socket: the peer's RDMX_VERBS_UP
- * lets it speak. False if the socket ended (or said anything else).
- * Connection lock held.
+ * Input on a connection's control socket: the peer's heartbeats, and on a
+ * quiet one its RDMX_VERBS_UP, which lets it speak (verbs_proto.h). False
+ * if the socket ended (or said anything else). Connection lock held.
  */
-static bool rdmx_verbs_peer_up(struct rdmx_verbs_conn *c)
+static bool rdmx_verbs_ctl_input(struct rdmx_verbs_conn *c)
 {
-	uint8_t b;
-	ssize_t n;
+	uint8_t b[64];
+	ssize_t n = recv(c->ctl, b, sizeof(b), MSG_DONTWAIT);
 
-	if (!c->quiet)
-		return false;
-	n = recv(c->ctl, &b, 1, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return true;
-	if (n != 1 || b != RDMX_VERBS_UP)
-		return false;
-	c->quiet = false;
-	rdmx_verbs_kick(c);
-	return true;
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR;
+	for (ssize_t i = 0; i < n; i++) {
+		if (b[i] == RDMX_VERBS_PING)
+			continue;
+		if (b[i] != RDMX_VERBS_UP || !c->quiet)
+			return false;
+		c->quiet = false;
+		rdmx_verbs_kick(c);
+	}
+	return n > 0;
 }
 
 /* The control socket of @c ended: the peer is gone. Both locks held. */
@@ -368,7 +385,7 @@ static int rdmx_verbs_handle(struct rdmx_verbs_ctx *v,
 			rdmx_verbs_channel(v);
 		} else if (rdmx_verbs_listed(v, c)) {
 			pthread_mutex_lock(&c->lock);
-			if (!rdmx_verbs_peer_up(c))
+			if (!rdmx_verbs_ctl_input(c))
 				rdmx_verbs_peer_gone(v, c);
 			rdmx_verbs_poll_conn(c);
 			pthread_mutex_unlock(&c->lock);
@@ -414,11 +431,12 @@ int rdmx_verbs_progress_fd(void *priv)
  * remote write, which raises no event, so while sends wait for one, look
  * every millisecond; while requests are outstanding, keep the watchdog
  * ticking. A post does not wake us, so with connections open we never
- * sleep longer than a second: the watchdog sees work posted meanwhile.
+ * sleep longer than a heartbeat's interval: the watchdog sends those, and
+ * sees work posted meanwhile.
  */
 static int rdmx_verbs_sleep_ms(struct rdmx_verbs_ctx *v)
 {
-	int ms = v->conns ? 1000 : -1;
+	int ms = v->conns ? rdmx_verbs_ping_ms(v) : -1;
 
 	for (struct rdmx_verbs_conn *c = v->conns; c; c = c->next) {
 		if (c->npending)

@@ -24,6 +24,14 @@
  * frames arrive before it has read the MPA reply (what the RTR of MPA
  * version 2's peer-to-peer mode is for). Version 3: the answer's flags
  * and this byte.
+ *
+ * Once a connection is started, each side's progress sends RDMX_VERBS_PING
+ * on the control socket whenever it has sent nothing there for a quarter
+ * of tcp.user_timeout, and the other side reads and drops it. The kernel
+ * then always has something of ours to retransmit, and ends the socket
+ * (TCP_USER_TIMEOUT) only when the peer's host acknowledges nothing for
+ * tcp.user_timeout: a lost packet or two is not a dead host, as a lost
+ * keepalive probe would be. Version 4: this byte.
  */
 #ifndef RDMX_VERBS_PROTO_H
 #define RDMX_VERBS_PROTO_H
@@ -34,11 +42,12 @@
 #include "bytes.h"
 
 #define RDMX_VERBS_MAGIC 0x52444d56u /* "RDMV" */
-#define RDMX_VERBS_VERSION 3
+#define RDMX_VERBS_VERSION 4
 #define RDMX_VERBS_SETUP_LEN 48
 #define RDMX_VERBS_TOKEN_LEN 16
 #define RDMX_VERBS_F_SRQ 1u
 #define RDMX_VERBS_UP 0x55 /* 'U' */
+#define RDMX_VERBS_PING 0x50 /* 'P' */
 
 struct rdmx_verbs_setup {
 	uint32_t cm_port;
