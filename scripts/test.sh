@@ -4,7 +4,8 @@
 #   build-tsan  the same under ThreadSanitizer (progress thread vs callers)
 #   build-fuzz  clang + libFuzzer: each target for FUZZ_SECONDS on its corpus
 #   tests/vm    the conformance suite over verbs on SoftRoCE (rxe) inside a
-#               Debian kernel under qemu, with the host's build (one boot)
+#               Debian kernel under qemu, with the host's build; then the
+#               extras; then tcp and rxe across a lossy, slow veth (netem)
 #   soak        a minute of bench clients against tcp and shm servers,
 #               failing if their memory or descriptors grow
 #   packages    make install into a DESTDIR; make deb, the packages
@@ -61,6 +62,9 @@ if why=$(tests/vm/vm.sh check 2>&1); then
 	tests/vm/vm.sh run tests/vm/suite.sh build conformance sendrecv rma stats srq verbs_cm page kv \
 		atomic access peer_death conns progress errors || vm_fail=1
 	tests/vm/vm.sh run tests/vm/suite.sh build extras || vm_fail=1
+	# A link that loses 1% and delays 5 ms: tcp and rxe, every byte checked.
+	tests/vm/vm.sh run tests/vm/suite.sh build netem sendrecv rma atomic access \
+		stats srq progress errors || vm_fail=1
 	[ $vm_fail -eq 0 ] || { echo "verbs suite in the guest FAILED"; exit 1; }
 else
 	echo "skip: the RDMA guest cannot boot here: $why"

@@ -69,6 +69,10 @@ void side_close(struct side *side);
 int side_listen(struct side *side, struct rdmx_listener **lst_p);
 struct rdmx_conn *side_connect(struct side *side, int port);
 
+/*
+ * A pair, its client across a link when RDMX_TEST_PEER_ADDR names this
+ * host's other end of one (and RDMX_TEST_PEER_DEVICE its verbs device).
+ */
 void pair_open(struct pair *p);
 /* The same with the environment variable @var set to @value while the
  * contexts read their configuration (RDMX_* overrides), then unset. */
@@ -147,8 +151,15 @@ bool conn_has(const struct rdmx_conn *conn, unsigned flags);
  * arrays (rdmx_transport_name). */
 int transport_index(const struct rdmx_conn *conn);
 /*
+ * The link drops packets (RDMX_TEST_LOSSY, tests/vm/suite.sh netem): a
+ * NIC whose refusal (a NAK) is lost retries a request the peer's QP, in
+ * error since it refused, no longer answers.
+ */
+bool suite_lossy(void);
+/*
  * @st is a READ's refusal: RDMX_ERR_REMOTE_ACCESS, or, where completion is
- * local (iWARP), possibly the end of the connection the Terminate brings.
+ * local (iWARP), possibly the end of the connection the Terminate brings;
+ * over verbs on a lossy link, possibly the end of the connection.
  */
 void assert_refused(const struct rdmx_conn *conn, rdmx_status st);
 

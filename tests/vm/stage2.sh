@@ -8,7 +8,9 @@
 #   accept_local and no rp_filter: frames carry local source addresses.
 run=$1 work=$2 kver=$3
 exec >"$run/out" 2>&1
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 ulimit -l unlimited
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 ip link set lo up
 netdev() { # name addr
 	ip link add "$1" type dummy && ip link set "$1" mtu 9000 up &&

@@ -2,6 +2,9 @@
 # Description: what make test runs inside the RDMA guest (tests/vm/vm.sh).
 #   suite.sh BUILD conformance TEST...  conformance files over verbs, on
 #                                       each device
+#   suite.sh BUILD netem TEST...      the same files over tcp and over rxe,
+#                                     each pair's client across a veth pair
+#                                     that loses 1% and delays 5 ms each way
 #   suite.sh BUILD extras             rdmx info, the demo between two rxe
 #                                     devices over a veth pair, perftest's
 #                                     latency beside rdmx bench on rxe0 (a
@@ -17,18 +20,18 @@ export RDMX_CONN_HANDSHAKE_TIMEOUT=60s RDMX_TEST_TIME_SCALE=10
 rdmx=$build/apps/rdmx
 pass=0 fail=0 skip=0
 
-# One conformance binary on one device; counts its cmocka cases.
-suite() { # dev addr test
-	local dev=$1 addr=$2 t=$3 out rc=0
-	out=$(RDMX_TRANSPORT=verbs RDMX_VERBS_DEVICE=$dev RDMX_TEST_ADDR=$addr \
-		timeout 600 "$build/tests/test_$t" 2>&1) || rc=$?
+# One conformance binary in an environment; counts its cmocka cases.
+suite() { # label test VAR=VALUE...
+	local label=$1 t=$2 out rc=0
+	shift 2
+	out=$(env "$@" timeout 600 "$build/tests/test_$t" 2>&1) || rc=$?
 	# A binary that hung or died names no failed case: it failed.
 	if [ $rc -ne 0 ] && ! grep -qE '^\[ +FAILED' <<<"$out"; then
 		out+=$'\n'"ERROR: test_$t exited with status $rc"
 		out+=$' (124: killed by its 600 s timeout)\n[  FAILED  ] test_'"$t"
 	fi
 	grep -E '^\[ +(OK|FAILED|SKIPPED) +\] test_|^skip:' <<<"$out" |
-		sed "s/^/verbs.$dev.$t: /"
+		sed "s/^/$label.$t: /"
 	# cmocka names a failed or skipped case twice (then, and in a summary).
 	count() { grep -E "^\[ +$1 +\] test_" <<<"$out" | sort -u | wc -l; }
 	pass=$((pass + $(count OK)))
@@ -37,6 +40,16 @@ suite() { # dev addr test
 	if grep -qE '^\[ +FAILED|^ERROR' <<<"$out"; then
 		grep -vE '^\[ +(RUN|OK) ' <<<"$out" | tail -15 | sed 's/^/    | /'
 	fi
+}
+
+# passed NAME [WHAT] / failed NAME [FILE...]: one line, counted; a failure
+# shows the files that say why.
+passed() { echo "$1: [ OK ]${2:+ $2}"; pass=$((pass + 1)); }
+failed() {
+	echo "$1: [ FAILED ]"
+	shift
+	cat "$@"
+	fail=$((fail + 1))
 }
 
 if [ "$what" = conformance ]; then
@@ -50,7 +63,8 @@ if [ "$what" = conformance ]; then
 			continue
 		fi
 		for t in "$@"; do
-			suite "$dev" "$addr" "$t"
+			suite "verbs.$dev" "$t" RDMX_TRANSPORT=verbs \
+				RDMX_VERBS_DEVICE=$dev RDMX_TEST_ADDR=$addr
 		done
 	done
 	echo "$pass passed, $fail failed, $skip skipped"
@@ -58,15 +72,45 @@ if [ "$what" = conformance ]; then
 	exit
 fi
 
-# passed NAME [WHAT] / failed NAME [FILE...]: one line, counted; a failure
-# shows the files that say why.
-passed() { echo "$1: [ OK ]${2:+ $2}"; pass=$((pass + 1)); }
-failed() {
-	echo "$1: [ FAILED ]"
-	shift
-	cat "$@"
-	fail=$((fail + 1))
-}
+if [ "$what" = netem ]; then
+	shift 2
+	# va (10.99.2.1, rxe1) and vb (10.99.2.2, rxe2): servers on va, each
+	# pair's client on vb. rxe sends out of its own netdev; tcp between
+	# two local addresses would take lo, so policy routing sends what
+	# this host makes from one end to the other out of the veth.
+	ip route add 10.99.2.1 dev vb table 102 &&
+		ip route add 10.99.2.2 dev va table 101 &&
+		ip rule add pref 10 iif lo from 10.99.2.2 to 10.99.2.1 lookup 102 &&
+		ip rule add pref 11 iif lo from 10.99.2.1 to 10.99.2.2 lookup 101 &&
+		ip rule add pref 100 lookup local && ip rule del pref 0 &&
+		tc qdisc add dev va root netem delay 5ms loss 1% &&
+		tc qdisc add dev vb root netem delay 5ms loss 1% ||
+		{ echo "netem: cannot set up the lossy link"; exit 1; }
+	for t in "$@"; do
+		suite "netem.tcp" "$t" RDMX_TRANSPORT=tcp RDMX_TEST_ADDR=10.99.2.1 \
+			RDMX_TEST_PEER_ADDR=10.99.2.2 RDMX_TEST_LOSSY=1
+		# A lost NAK leaves rxe's requester waiting: the watchdog.
+		suite "netem.rxe" "$t" RDMX_TRANSPORT=verbs RDMX_VERBS_DEVICE=rxe1 \
+			RDMX_TEST_ADDR=10.99.2.1 RDMX_TEST_PEER_ADDR=10.99.2.2 \
+			RDMX_TEST_PEER_DEVICE=rxe2 RDMX_TEST_LOSSY=1 \
+			RDMX_VERBS_REQUEST_TIMEOUT=10s
+	done
+	# The link did what it was told: packets crossed it and some were lost.
+	for d in va vb; do
+		tc -s qdisc show dev $d >/tmp/qdisc.$d
+		read -r sent dropped < <(sed -n \
+			's/.*Sent [0-9]* bytes \([0-9]*\) pkt (dropped \([0-9]*\),.*/\1 \2/p' \
+			/tmp/qdisc.$d)
+		if [ "${sent:-0}" -gt 1000 ] && [ "${dropped:-0}" -gt 0 ]; then
+			passed "netem.$d" "$sent packets sent, $dropped dropped"
+		else
+			failed "netem.$d" /tmp/qdisc.$d
+		fi
+	done
+	echo "$pass passed, $fail failed, $skip skipped"
+	[ $fail -eq 0 ]
+	exit
+fi
 
 # The port a server printed in FILE, waiting for it (TCG is slow).
 port_of() { # file

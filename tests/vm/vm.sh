@@ -20,7 +20,7 @@ TIMEOUT=${RDMX_VM_TIMEOUT:-1200}
 PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd binutils iproute2
       rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 MODS="rdma_rxe siw rdma_ucm crc32_generic libcrc32c crc32c_generic
-      9pnet_virtio 9p overlay dummy veth virtio_pci"
+      9pnet_virtio 9p overlay dummy veth virtio_pci sch_netem"
 
 say() { echo "[vm] $*" >&2; }
 
@@ -152,10 +152,13 @@ prepare() {
 			{ say "no vmlinux in $kdir"; return 1; }
 	fi
 	siw=$(build_siw "$kdir" "$kver")
+	# shellcheck disable=SC2086
 	if [ ! -f "$DIR/initramfs.gz" ] || [ "$HERE/init.sh" -nt "$DIR/initramfs.gz" ] ||
 		[ "$kdir/.done" -nt "$DIR/initramfs.gz" ] ||
+		[ "$(cat "$DIR/initramfs.mods" 2>/dev/null)" != "$(echo $MODS)" ] ||
 		{ [ -n "$siw" ] && [ "$siw" -nt "$DIR/initramfs.gz" ]; }; then
 		build_initramfs "$kdir" "$kver" "$DIR/initramfs.gz" "$siw"
+		echo $MODS >"$DIR/initramfs.mods"
 	fi
 	say "guest ready: $pkg"
 }
