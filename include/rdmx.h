@@ -279,7 +279,10 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms);
 /*
  * rdmx_cq_fd - a file descriptor that is readable while completions are
  * ready, for an epoll or poll loop; drain with rdmx_poll(). Owned by the cq.
- * Needs the background progress thread (progress.thread: on, the default).
+ * Also readable when the transports have input, so that the sleeper itself
+ * wakes on its peer's signal: rdmx_poll() may then return 0 (it made the
+ * progress). Without the progress thread, rdmx_poll() on each wake-up is
+ * what serves the connections.
  */
 int rdmx_cq_fd(struct rdmx_cq *cq);
 

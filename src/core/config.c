@@ -148,7 +148,8 @@ static const struct rdmx_config_row rdmx_config_keys[] = {
 	{ "progress.idle_after", "1ms", RDMX_CFG_TIME_US, 0, 1000000, NULL,
 	  RDMX_CFG_FIELD(progress_idle_after_us),
 	  "While a caller spins on rdmx_poll, the progress thread stays out "
-	  "of its way until it has been quiet this long; 0 never." },
+	  "of its way until it has been quiet this long (it looks every "
+	  "50 ms); 0 never." },
 	{ "progress.cpu", "auto", RDMX_CFG_INDEX, 0, 1023, NULL,
 	  RDMX_CFG_FIELD(progress_cpu),
 	  "CPU the progress threads run on; auto: wherever the scheduler "

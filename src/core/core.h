@@ -250,7 +250,15 @@ struct rdmx_cq {
 	struct rdmx_completion *ring;
 	uint32_t cap, head, count;
 	int efd; /* eventfd: nonzero while completions are ready */
-	atomic_bool fd_exported; /* the user holds efd: always signal */
+	/*
+	 * What rdmx_cq_fd hands out: an epoll set of efd and the progress
+	 * fds of the context's open transports (the bits of wfd_tps), so a
+	 * sleeper wakes on its peer's signal itself, not after a progress
+	 * thread woke and signalled efd: one cross-core wake-up, not two.
+	 */
+	int wfd;
+	atomic_uint wfd_tps;
+	atomic_bool fd_exported; /* the user holds wfd: always signal */
 	bool signaled; /* efd counter is nonzero */
 	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;

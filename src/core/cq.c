@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@ rdmx_status rdmx_cq_create(struct rdmx_ctx *ctx, struct rdmx_cq **cq_p)
 		goto err_ring;
 	}
 	pthread_mutex_init(&cq->lock, NULL);
+	cq->wfd = -1;
 	cq->ctx = ctx;
 	rdmx_ctx_child(ctx, &ctx->ncqs, 1);
 	*cq_p = cq;
@@ -56,6 +58,8 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 	}
 	pthread_mutex_unlock(&cq->lock);
 	rdmx_ctx_child(cq->ctx, &cq->ctx->ncqs, -1);
+	if (cq->wfd >= 0)
+		close(cq->wfd);
 	close(cq->efd);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
@@ -137,6 +141,47 @@ static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	return n;
 }
 
+/* A transport's progress fd, or -1 while it is not open. */
+static int rdmx_cq_tp_fd(const struct rdmx_ctx *ctx, int i)
+{
+	void *priv = atomic_load(&ctx->tp[i].priv);
+
+	return priv && ctx->tp[i].ops->progress_fd
+		       ? ctx->tp[i].ops->progress_fd(priv)
+		       : -1;
+}
+
+/* Add to wfd the transports opened since; cq->lock held. */
+static void rdmx_cq_watch(struct rdmx_cq *cq)
+{
+	for (int i = 0; i < RDMX_TRANSPORT_MAX && cq->wfd >= 0; i++) {
+		struct epoll_event ev = { .events = EPOLLIN };
+		int fd;
+
+		if (atomic_load(&cq->wfd_tps) & (1u << i) ||
+		    !atomic_load(&cq->ctx->tp[i].priv))
+			continue;
+		fd = rdmx_cq_tp_fd(cq->ctx, i);
+		if (fd >= 0 && epoll_ctl(cq->wfd, EPOLL_CTL_ADD, fd, &ev))
+			rdmx_warn("rdmx_cq_fd: watching the %s transport: %m",
+				  cq->ctx->tp[i].ops->name);
+		atomic_fetch_or(&cq->wfd_tps, 1u << i);
+	}
+}
+
+/* A transport opened since wfd was last completed (no lock: a hint). */
+static bool rdmx_cq_unwatched(struct rdmx_cq *cq)
+{
+	unsigned tps = atomic_load_explicit(&cq->wfd_tps, memory_order_relaxed);
+
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++)
+		if (!(tps & (1u << i)) &&
+		    atomic_load_explicit(&cq->ctx->tp[i].priv,
+					 memory_order_relaxed))
+			return true;
+	return false;
+}
+
 int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 {
 	int n;
@@ -146,6 +191,12 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 				    !cq	  ? "NULL cq"
 				    : !wc ? "NULL completion array"
 					  : "negative max");
+	if (atomic_load_explicit(&cq->fd_exported, memory_order_relaxed) &&
+	    rdmx_cq_unwatched(cq)) {
+		pthread_mutex_lock(&cq->lock);
+		rdmx_cq_watch(cq);
+		pthread_mutex_unlock(&cq->lock);
+	}
 	n = rdmx_cq_take(cq, wc, max);
 	if (n)
 		return n;
@@ -171,26 +222,23 @@ static bool rdmx_cq_ready(struct rdmx_cq *cq)
 }
 
 /*
- * Sleep on the cq's eventfd and on every open transport's progress fd, so a
- * context without a progress thread still advances while it waits.
+ * Sleep on the cq's eventfd and on every open transport's progress fd: a
+ * context without a progress thread still advances while it waits, and
+ * with one, the peer's signal wakes this thread itself, which makes the
+ * progress (one cross-core wake-up; the thread's, then ours, were two).
  */
 static void rdmx_cq_sleep(struct rdmx_cq *cq, int timeout_ms)
 {
 	struct pollfd pfd[1 + RDMX_TRANSPORT_MAX];
-	struct rdmx_ctx *ctx = cq->ctx;
 	nfds_t n = 0;
 
 	pfd[n++] = (struct pollfd){ .fd = cq->efd, .events = POLLIN };
-	if (!ctx->cfg.progress_thread) {
-		for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
-			void *priv = atomic_load(&ctx->tp[i].priv);
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		int fd = rdmx_cq_tp_fd(cq->ctx, i);
 
-			if (priv && ctx->tp[i].ops->progress_fd)
-				pfd[n++] = (struct pollfd){
-					.fd = ctx->tp[i].ops->progress_fd(priv),
-					.events = POLLIN
-				};
-		}
+		if (fd >= 0)
+			pfd[n++] =
+				(struct pollfd){ .fd = fd, .events = POLLIN };
 	}
 	poll(pfd, n, timeout_ms);
 }
@@ -205,8 +253,10 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 		       ? cq->ctx->cfg.progress_wait_spin_us
 		       : UINT64_MAX; /* polling: never sleep */
 	deadline = rdmx_deadline(timeout_ms);
-	for (;;) {
-		rdmx_ctx_progress(cq->ctx, true);
+	for (bool spinning = true;;) {
+		/* Past the spin, woken: progress once, not as a spinner (that
+		 * would send the progress thread into its back-off). */
+		rdmx_ctx_progress(cq->ctx, spinning);
 		if (rdmx_cq_ready(cq))
 			return RDMX_OK;
 		now = rdmx_now_us();
@@ -214,6 +264,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 			return RDMX_ERR_TIMEOUT;
 		if (now - start < spin)
 			continue;
+		spinning = false;
 
 		/* From here the background thread must serve: hand over. */
 		rdmx_ctx_idle(cq->ctx);
@@ -233,13 +284,29 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 
 int rdmx_cq_fd(struct rdmx_cq *cq)
 {
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd;
+
 	if (!cq)
 		return rdmx_invalid("rdmx_cq_fd", "NULL cq");
 	pthread_mutex_lock(&cq->lock);
+	if (cq->wfd < 0) {
+		cq->wfd = epoll_create1(EPOLL_CLOEXEC);
+		if (cq->wfd >= 0 &&
+		    epoll_ctl(cq->wfd, EPOLL_CTL_ADD, cq->efd, &ev)) {
+			close(cq->wfd);
+			cq->wfd = -1;
+		}
+		if (cq->wfd < 0) /* the eventfd alone still works */
+			rdmx_warn("rdmx_cq_fd: epoll: %m; completions wake "
+				  "through the progress thread");
+	}
+	rdmx_cq_watch(cq);
+	fd = cq->wfd >= 0 ? cq->wfd : cq->efd;
 	atomic_store_explicit(&cq->fd_exported, true, memory_order_relaxed);
 	rdmx_ctx_idle(cq->ctx);
 	if (cq->count)
 		rdmx_cq_signal(cq);
 	pthread_mutex_unlock(&cq->lock);
-	return cq->efd;
+	return fd;
 }

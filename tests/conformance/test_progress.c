@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: who serves one-sided operations: a spinning caller, then the
  * progress thread again. */
+#include <poll.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -112,11 +116,102 @@ static void test_progress_fd_users_are_served(void **state)
 	pair_close(&p);
 }
 
+/* One completion, sleeping in poll(2) on the cq's fd between rdmx_polls. */
+static struct rdmx_completion fd_wait(struct rdmx_cq *cq)
+{
+	struct pollfd pfd = { .fd = rdmx_cq_fd(cq), .events = POLLIN };
+	struct rdmx_completion wc;
+	double end = now_s() + T_TIMEOUT_MS / 1e3;
+	int wakes = 0;
+
+	assert_true(pfd.fd >= 0);
+	/* Nothing but the fd wakes us: no timeout to poll by. */
+	while (rdmx_poll(cq, &wc, 1) == 0) {
+		if (now_s() > end)
+			fail_msg("no completion within %d ms (%d wake-ups)",
+				 T_TIMEOUT_MS, wakes);
+		if (poll(&pfd, 1, T_TIMEOUT_MS) > 0)
+			wakes++;
+	}
+	return wc;
+}
+
+struct fd_server {
+	struct pair *p;
+	int stop; /* an eventfd */
+	pthread_t thread;
+};
+
+/* The target of a READ, event-driven: it sleeps on its cq's fd, with no
+ * timeout, and calls rdmx_poll on each wake-up, which is all that serves
+ * the READ. */
+static void *fd_server_main(void *arg)
+{
+	struct fd_server *srv = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = rdmx_cq_fd(srv->p->s.cq), .events = POLLIN },
+		{ .fd = srv->stop, .events = POLLIN },
+	};
+	struct rdmx_completion wc;
+
+	while (!pfd[1].revents) {
+		poll(pfd, 2, -1);
+		rdmx_poll(srv->p->s.cq, &wc, 1);
+	}
+	return NULL;
+}
+
+/*
+ * Without a progress thread, a process asleep on rdmx_cq_fd wakes on its
+ * transports' input and rdmx_poll serves: both sides of a READ sleep
+ * that way, with no timeout, and 20 READs complete with their bytes.
+ */
+static void test_progress_cq_fd_without_thread(void **state)
+{
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct fd_server srv = { .p = &p, .stop = eventfd(0, EFD_CLOEXEC) };
+	struct rdmx_completion wc;
+	struct rdmx_sge sg;
+	uint64_t one = 1;
+
+	(void)state;
+	assert_true(srv.stop >= 0);
+	pair_open_with(&p, "RDMX_PROGRESS_THREAD", "off");
+	buf_alloc(&p.s, &src, 4096, RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&p.c, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	/* One process: the descriptor needs no SEND (which would need
+	 * both sides progressing while this thread waits on one). */
+	rdmx_mr_remote(src.mr, &rem);
+	assert_int_equal(
+		pthread_create(&srv.thread, NULL, fd_server_main, &srv), 0);
+	for (uint8_t round = 1; round <= 20; round++) {
+		buf_fill(&src, round);
+		memset(dst.p, 0, dst.len);
+		sg = sge_of(&dst, 0, dst.len);
+		assert_int_equal(rdmx_post_read(p.cconn, &sg, rem.addr,
+						rem.rkey, round),
+				 RDMX_OK);
+		wc = fd_wait(p.c.cq);
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_int_equal(wc.wr_id, round);
+		assert_pattern(dst.p, dst.len, round, 0);
+	}
+	assert_int_equal(write(srv.stop, &one, sizeof(one)), sizeof(one));
+	pthread_join(srv.thread, NULL);
+	close(srv.stop);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_progress_resumes_after_spinning_stops),
 		cmocka_unit_test(test_progress_fd_users_are_served),
+		cmocka_unit_test(test_progress_cq_fd_without_thread),
 		cmocka_unit_test(test_progress_polling_or_events),
 	};
 
