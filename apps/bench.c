@@ -44,7 +44,10 @@ struct bench_opts {
 	uint64_t size, iters, depth;
 	uint64_t duration_s; /* -D: about this long instead of --iters */
 	int cpu; /* --cpu: the CPU this thread runs on, or -1 */
+	enum cli_wait_how wait; /* --wait: how completions are waited for */
 };
+
+static const char *const bench_waits[] = { "spin", "sleep", "fd" };
 
 /*
  * --cpu: pin the calling thread, after rdmx_ctx_create so that the
@@ -388,9 +391,9 @@ static void bench_report(const struct bench_opts *o, const char *transport,
 		printf("{\"transport\":\"%s\",\"op\":\"%s\",\"mode\":\"%s\","
 		       "\"size\":%" PRIu64 ",\"iters\":%zu,\"lat_us\":{"
 		       "\"min\":%.3f,\"median\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
-		       "\"p99_9\":%.3f,\"max\":%.3f}}\n",
+		       "\"p99_9\":%.3f,\"max\":%.3f},\"wait\":\"%s\"}\n",
 		       transport, bench_ops[o->op], mode, o->size, n, q[0],
-		       q[1], q[2], q[3], q[4], q[5]);
+		       q[1], q[2], q[3], q[4], q[5], bench_waits[o->wait]);
 	else
 		printf(" %-7s %-6s %10" PRIu64 " %8zu %9.2f %9.2f %9.2f %9.2f "
 		       "%9.2f %9.2f\n",
@@ -697,6 +700,11 @@ static void bench_usage(FILE *f)
 		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
 		"      --json        one JSON object on stdout\n"
 		"      --plot FILE   the latency distribution as SVG\n"
+		"      --wait HOW    spin (default) on rdmx_poll; sleep in\n"
+		"                    rdmx_cq_wait (it spins progress.wait_spin\n"
+		"                    first); or fd: poll(2) on rdmx_cq_fd.\n"
+		"                    Not for write (its latency is seen in the\n"
+		"                    buffer)\n"
 		"options (both):\n"
 		"  -c, --config FILE YAML configuration (default: $RDMX_CONFIG)\n"
 		"      --transport T auto, verbs, shm or tcp (as RDMX_TRANSPORT)\n"
@@ -732,6 +740,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "duration", required_argument, NULL, 'D' },
 		{ "use_srq", no_argument, NULL, 8 },
 		{ "cpu", required_argument, NULL, 9 },
+		{ "wait", required_argument, NULL, 10 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -818,6 +827,18 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			o->cpu = (int)cpu;
 			break;
 		}
+		case 10:
+			for (o->wait = CLI_WAIT_SPIN;
+			     o->wait <= CLI_WAIT_FD &&
+			     strcmp(optarg, bench_waits[o->wait]);
+			     o->wait++)
+				;
+			if (o->wait > CLI_WAIT_FD)
+				return cli_fail("bench",
+						"unknown --wait '%s' (spin, "
+						"sleep or fd)",
+						optarg);
+			break;
 		case 'h':
 			bench_usage(stdout);
 			return -1;
@@ -840,6 +861,13 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	}
 	if (o->op == B_ATOMIC)
 		o->size = 8;
+	if (o->wait != CLI_WAIT_SPIN && (o->op == B_WRITE || o->op == B_REG))
+		return cli_fail("bench",
+				"--wait %s: write latency is seen by "
+				"spinning on the buffer, and reg "
+				"waits for nothing",
+				bench_waits[o->wait]);
+	cli_wait_how = o->wait;
 	if (o->op == B_REG && (o->addr || o->bw || o->plot || o->duration_s))
 		return cli_fail("bench", "--op reg measures this host: no "
 					 "HOST, --bw, --plot or --duration");

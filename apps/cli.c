@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <getopt.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
@@ -134,14 +135,17 @@ double cli_quantile(double *v, size_t n, double q)
 	return v[i < n ? i : n - 1];
 }
 
+enum cli_wait_how cli_wait_how = CLI_WAIT_SPIN;
+
 rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 		     int timeout_ms)
 {
-	double deadline = cli_now_us() + timeout_ms * 1e3;
+	double deadline = cli_now_us() + timeout_ms * 1e3, left;
+	struct pollfd pfd = { .events = POLLIN };
 	int n;
 
-	/* Spin, as perftest does: waking a sleeping thread costs more than
-	 * the operation on these machines. */
+	/* Spin by default, as perftest does: waking a sleeping thread costs
+	 * more than the operation on these machines. */
 	for (;;) {
 		n = rdmx_poll(cq, wc, 1);
 		if (n < 0)
@@ -150,8 +154,15 @@ rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 			return RDMX_OK;
 		if (cli_stop)
 			return RDMX_ERR_TIMEOUT;
-		if (cli_now_us() > deadline)
+		left = deadline - cli_now_us();
+		if (left < 0)
 			return RDMX_ERR_TIMEOUT;
+		if (cli_wait_how == CLI_WAIT_SLEEP) {
+			rdmx_cq_wait(cq, (int)(left / 1e3) + 1);
+		} else if (cli_wait_how == CLI_WAIT_FD) {
+			pfd.fd = rdmx_cq_fd(cq);
+			poll(&pfd, 1, (int)(left / 1e3) + 1);
+		}
 	}
 }
 

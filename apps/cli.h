@@ -47,7 +47,14 @@ double cli_now_us(void);
 /* Sort @v and return the @q quantile (0..1). */
 double cli_quantile(double *v, size_t n, double q);
 
-/* Spin on rdmx_poll until one completion arrives or @timeout_ms passes. */
+/*
+ * How cli_wait waits between empty polls: spin on rdmx_poll (the default,
+ * as perftest), sleep in rdmx_cq_wait, or sleep in poll(2) on rdmx_cq_fd.
+ */
+enum cli_wait_how { CLI_WAIT_SPIN, CLI_WAIT_SLEEP, CLI_WAIT_FD };
+extern enum cli_wait_how cli_wait_how;
+
+/* Take one completion, waiting as cli_wait_how says, or time out. */
 rdmx_status cli_wait(struct rdmx_cq *cq, struct rdmx_completion *wc,
 		     int timeout_ms);
 /* @n completions, in any order, each a success (else its status). */

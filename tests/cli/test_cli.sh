@@ -290,6 +290,22 @@ assert 0 < l["min"] <= l["median"] <= l["p90"] <= l["p99"] <= l["p99_9"] <= l["m
 		bad "bench $t"
 	fi
 done
+# --wait: the client sleeps (rdmx_cq_wait, or poll on rdmx_cq_fd) for each
+# completion; the JSON says how it waited.
+for w in sleep fd; do
+	start "$rdmx" bench :0 --once
+	if RDMX_PROGRESS_WAIT_SPIN=0 run "bench --wait $w" 0 "$rdmx" bench "127.0.0.1:$port" \
+		--op read -s 4k -n 200 --wait $w --json &&
+		python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["wait"]==sys.argv[2] and d["op"]=="read" and d["iters"]==200 and d["lat_us"]["median"] > 0' \
+			"$tmp/out" "$w" && wait "$server"; then
+		ok "bench --wait $w: read latency, sleeping for each completion"
+	else
+		bad "bench --wait $w"
+	fi
+done
+one_line "bench --wait for write" "write latency is seen by spinning" "$rdmx" bench 127.0.0.1:1 --op write --wait fd
+one_line "bench --wait unknown" "unknown --wait 'nap'" "$rdmx" bench 127.0.0.1:1 --wait nap
 start "$rdmx" bench :0 --once
 if run "bench bw" 0 "$rdmx" bench "127.0.0.1:$port" --op read --bw -s 64k -n 500 -t 16 --json &&
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
