@@ -10,7 +10,17 @@
 # namespace that holds only loopback (the peers bind the wildcard address).
 # fi_pingpong reports averages only; its columns say "avg".
 #
-# usage: bench/compare.sh          (QUICK=1 for a short pass)
+# After those rows, in the same run: READ 4 KiB (rdmx read / ucp_get) and
+# fetch-add (rdmx atomic / ucp_fadd) with p99.9; the limits of this host,
+# measured by the project's own programs (build/bench: a spinning shared
+# cache line ping-pong, spinning and blocking TCP ping-pongs, memcpy); and
+# sleeping waiters: rdmx's READ with the measuring side asleep (in
+# rdmx_cq_wait, or in poll on rdmx_cq_fd) beside a blocking TCP ping-pong,
+# where each message costs a cross-core wake-up. Rows say "spin" or "sleep".
+#
+# usage: bench/compare.sh [--json]   (QUICK=1 for a short pass)
+#   --json  the table on stderr, and on stdout one JSON object: every row
+#           with its section, label, rdmx figure, peers' figures and ratios
 # Needs root (unshare). Installs ucx-utils and libfabric-bin, builds rdmx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +34,10 @@ if [ -z "${RDMX_BENCH_INNER:-}" ]; then
 	make -s build >/dev/null
 	RDMX_BENCH_INNER=1 exec unshare --net -- "$0" "$@"
 fi
+JSON=0
+[ "${1:-}" = --json ] && JSON=1
+# With --json the table goes to stderr; stdout carries the JSON alone.
+[ $JSON = 1 ] && exec 3>&1 1>&2
 
 ip link set lo up
 RDMX=build/apps/rdmx
@@ -83,23 +97,44 @@ try: print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")
 except Exception: print("-")' "$1" "$2"; }
 v() { [ -n "$1" ] && echo "$1" || echo n/a; }
 
+section=""
+first=rdmx
+heads=()
+# A section's heading: its name, then the peers' column names; the first
+# column is rdmx's, or with FIRST=host the host program's own figure.
+head_row() { # section peer...
+	section=$1
+	first=${FIRST:-rdmx}
+	shift
+	heads=("$@")
+	printf '\n%-26s %9s' "$section" "$first"
+	for h in "$@"; do printf ' %9s %6s' "$h" ratio; done
+	printf '\n'
+}
 row() { # label rdmx peer1 peer2 ...
-	local label=$1 r=$2
+	local label=$1 r=$2 i=0
 	shift 2
 	printf '%-26s %9s' "$label" "$(v "$r")"
 	for p in "$@"; do printf ' %9s %6s' "$(v "$p")" "$(ratio "$r" "$p")"; done
 	printf '\n'
+	# For --json: section, label, then name=value per column.
+	{
+		printf '%s\t%s\t%s=%s' "$section" "$label" "$first" "$r"
+		for p in "$@"; do
+			printf '\t%s=%s' "${heads[$i]:-peer$i}" "$p"
+			i=$((i + 1))
+		done
+		printf '\n'
+	} >>"$tmp/rows.tsv"
 }
 
 for tr in shm tcp; do
 	if [ $tr = shm ]; then
 		U1=UCX_TLS=posix,self U2=UCX_TLS=cma,posix,self FP=shm FE=rdm
-		printf '\n%-26s %9s %9s %6s %9s %6s %9s %6s\n' "shm (one host)" rdmx \
-			ucx-posix ratio ucx-cma ratio "fi-shm" ratio
+		head_row "shm (one host)" ucx-posix ucx-cma "fi-shm"
 	else
 		U1="UCX_TLS=tcp,self UCX_NET_DEVICES=lo" U2="" FP=tcp FE=msg
-		printf '\n%-26s %9s %9s %6s %9s %6s\n' "tcp (loopback)" rdmx ucx-tcp \
-			ratio "fi-tcp" ratio
+		head_row "tcp (loopback)" ucx-tcp "fi-tcp"
 	fi
 	for size in 8 4096; do
 		j=$(rdmx_run $tr --op send -s $size -n $NL)
@@ -145,6 +180,120 @@ for tr in shm tcp; do
 		fi
 	done
 done
+# ucx in batch mode: the server runs ucp_get GETK times as many
+# iterations, since ucx_perftest 1.13's get responder stops progressing
+# after its own -n, and over tcp each get then waits ~1 ms.
+GETK=40
+ucx_batch() { # ENV ARGS... -> column 3 of "Final:" (-R percentile, us)
+	local envs=$1
+	shift
+	next_port
+	echo "x $*" >"$tmp/cli.batch"
+	echo "x $*" | awk -v k=$GETK '/ucp_get/ { for (i = 1; i <= NF; i++)
+		if ($i == "-n") $(i + 1) *= k } { print }' >"$tmp/srv.batch"
+	env $envs taskset -c 0 ucx_perftest -p "$port" -b "$tmp/srv.batch" >"$tmp/usrv" 2>&1 &
+	local srv=$!
+	sleep 0.5
+	env $envs timeout 120 taskset -c 1 ucx_perftest 127.0.0.1 -p "$port" \
+		-b "$tmp/cli.batch" 2>/dev/null | awk '/^Final:/ { print $3 }' || true
+	kill $srv 2>/dev/null || true
+	wait 2>/dev/null || true
+}
+
+for tr in shm tcp; do
+	if [ $tr = shm ]; then
+		U1=UCX_TLS=posix,self U2=UCX_TLS=cma,posix,self
+		head_row "shm: read and fetch-add" ucx-posix ucx-cma
+	else
+		U1="UCX_TLS=tcp,self UCX_NET_DEVICES=lo" U2=""
+		head_row "tcp: read and fetch-add" ucx-tcp
+	fi
+	for op in read atomic; do
+		size=4096 ut=ucp_get extra="-O 1" name="read 4096 B"
+		[ $op = atomic ] && size=8 ut=ucp_fadd extra="" name="fadd 8 B"
+		j=$(rdmx_run $tr --op $op -s $size -n $NL)
+		for pct in 50 99 99.9; do
+			key=median
+			[ $pct = 99 ] && key=p99
+			[ $pct = 99.9 ] && key=p99_9
+			r=$(jget "lat_us.$key" <<<"$j")
+			# shellcheck disable=SC2086
+			p1=$(ucx_batch "$U1" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
+			if [ $tr = shm ]; then
+				# shellcheck disable=SC2086
+				p2=$(ucx_batch "$U2" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
+				row "$name p$pct us" "$r" "$p1" "$p2"
+			else
+				row "$name p$pct us" "$r" "$p1"
+			fi
+		done
+	done
+done
+
+# The host's limits, by the project's own programs (build/bench), spinning.
+BIN=build/bench
+pp() { python3 -c 'import json,sys
+d = json.loads(sys.stdin.read()); print("%.3f %.3f" % (d["lat_us"]["median"], d["lat_us"]["p99"]))'; }
+tcp_pp() { # SIZE ITERS [--spin] -> "median p99" one-way
+	next_port
+	taskset -c 0 "$BIN/tcp_pingpong" server "$port" ${3:-} >/dev/null 2>&1 &
+	timeout 120 taskset -c 1 "$BIN/tcp_pingpong" client 127.0.0.1 "$port" "$1" "$2" ${3:-} | pp || echo "n/a n/a"
+	wait 2>/dev/null || true
+}
+FIRST=host head_row "host limits (bench/)"
+for size in 8 4096; do
+	read -r m p < <("$BIN/shm_pingpong" $size $((NL * 5)) 0 1 | pp)
+	row "shm line ping-pong $size B p50" "$m"
+	row "shm line ping-pong $size B p99" "$p"
+	read -r m p < <(tcp_pp $size $NL --spin)
+	row "tcp ping-pong spin $size B p50" "$m"
+	row "tcp ping-pong spin $size B p99" "$p"
+done
+while read -r line; do
+	name=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["case"])' "$line")
+	gb=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("%.2f" % d["gb_per_s"])' "$line")
+	row "memcpy $name GB/s" "$gb"
+done < <(taskset -c 1 "$BIN/memcpy_bw" 0.3)
+
+# Sleeping waiters: the measuring side sleeps for each completion (the
+# server spins, as a NIC serves a READ), beside a blocking TCP ping-pong
+# whose each one-way message is one cross-core wake-up: the goal is one.
+head_row "sleeping waiters" "tcp-block"
+read -r bm bp < <(tcp_pp 4096 $((NL / 4)))
+for tr in shm tcp; do
+	for w in sleep fd; do
+		j=$(RDMX_PROGRESS_WAIT_SPIN=0 rdmx_run $tr --op read -s 4096 -n $((NL / 4)) --wait $w)
+		row "$tr read 4096 B $w p50 us" "$(jget lat_us.median <<<"$j")" "$bm"
+		row "$tr read 4096 B $w p99 us" "$(jget lat_us.p99 <<<"$j")" "$bp"
+	done
+done
+
 echo
 echo "ratio = rdmx / peer: at or below 1 is as good or better for latency,"
-echo "at or above 1 for bandwidth. All figures from this one run."
+echo "at or above 1 for bandwidth. All figures from this one run. Every"
+echo "figure spins except the sleeping waiters' (rdmx sleeps per completion,"
+echo "its server spins; the tcp-block ping-pong sleeps on both sides)."
+
+if [ $JSON = 1 ]; then
+	python3 - "$tmp/rows.tsv" >&3 <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    cols = dict(c.split("=", 1) for c in f[2:])
+    def num(v):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    first = "host" if "host" in cols else "rdmx"
+    r = num(cols.pop(first, ""))
+    peers = {k: num(v) for k, v in cols.items()}
+    ratios = {k: (round(r / v, 3) if r is not None and v else None)
+              for k, v in peers.items()}
+    rows.append({"section": f[0], "label": f[1], first: r,
+                 "peers": peers, "ratios": ratios})
+json.dump({"rows": rows}, sys.stdout, indent=1)
+print()
+PY
+fi
