@@ -18,9 +18,11 @@
 # rdmx_cq_wait, or in poll on rdmx_cq_fd) beside a blocking TCP ping-pong,
 # where each message costs a cross-core wake-up. Rows say "spin" or "sleep".
 #
-# usage: bench/compare.sh [--json]   (QUICK=1 for a short pass)
+# usage: bench/compare.sh [--json] [--svg FILE]   (QUICK=1 for a short pass)
 #   --json  the table on stderr, and on stdout one JSON object: every row
 #           with its section, label, rdmx figure, peers' figures and ratios
+#   --svg   also WRITE latency against message size (8 B .. 256 KiB), rdmx
+#           and UCX (ucp_put_lat), one panel per transport, drawn to FILE
 # Needs root (unshare). Installs ucx-utils and libfabric-bin, builds rdmx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +36,15 @@ if [ -z "${RDMX_BENCH_INNER:-}" ]; then
 	make -s build >/dev/null
 	RDMX_BENCH_INNER=1 exec unshare --net -- "$0" "$@"
 fi
-JSON=0
-[ "${1:-}" = --json ] && JSON=1
+JSON=0 SVG=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--json) JSON=1 ;;
+	--svg) SVG=$(realpath -m "${2:?--svg FILE}"); shift ;;
+	*) echo "usage: bench/compare.sh [--json] [--svg FILE]" >&2; exit 2 ;;
+	esac
+	shift
+done
 # With --json the table goes to stderr; stdout carries the JSON alone.
 [ $JSON = 1 ] && exec 3>&1 1>&2
 
@@ -267,6 +276,80 @@ for tr in shm tcp; do
 		row "$tr read 4096 B $w p99 us" "$(jget lat_us.p99 <<<"$j")" "$bp"
 	done
 done
+
+# --svg: WRITE latency (median, one-way) against size, rdmx and UCX.
+if [ -n "$SVG" ]; then
+	: >"$tmp/curve.tsv"
+	for tr in shm tcp; do
+		U1=UCX_TLS=posix,self
+		[ $tr = tcp ] && U1="UCX_TLS=tcp,self UCX_NET_DEVICES=lo"
+		for size in 8 64 512 4096 32768 262144; do
+			n=$((NL / 4))
+			r=$(rdmx_run $tr --op write -s $size -n $n | jget lat_us.median)
+			u=$(ucx_lat "$U1" ucp_put_lat $size 50)
+			printf '%s\t%s\t%s\t%s\n' $tr $size "$r" "$u" >>"$tmp/curve.tsv"
+		done
+	done
+	python3 - "$tmp/curve.tsv" "$SVG" <<'PY'
+import math, sys
+pts = {}
+for line in open(sys.argv[1]):
+    tr, size, r, u = line.split("\t")
+    for who, v in (("rdmx", r), ("ucx", u)):
+        try:
+            pts.setdefault(tr, {}).setdefault(who, []).append((int(size), float(v)))
+        except ValueError:
+            pass
+W, H, PW, PH, L, T = 900, 380, 380, 280, 60, 40
+out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+       'font-family="sans-serif" font-size="12">' % (W, H),
+       '<rect width="100%" height="100%" fill="white"/>']
+colors = {"rdmx": "#d62728", "ucx": "#1f77b4"}
+for k, tr in enumerate(("shm", "tcp")):
+    ox = L + k * (PW + 70)
+    series = pts.get(tr, {})
+    vals = [v for s in series.values() for _, v in s if v > 0] or [1]
+    lo = math.floor(math.log10(min(vals)))
+    hi = math.ceil(math.log10(max(vals)))
+    hi = hi if hi > lo else lo + 1
+    xs = (math.log2(8), math.log2(262144))
+    X = lambda s: ox + (math.log2(s) - xs[0]) / (xs[1] - xs[0]) * PW
+    Y = lambda v: T + PH - (math.log10(v) - lo) / (hi - lo) * PH
+    out.append('<text x="%d" y="%d" font-size="14">%s: WRITE latency, median, '
+               'one-way (us)</text>' % (ox, T - 15, tr))
+    out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" '
+               'stroke="#888"/>' % (ox, T, PW, PH))
+    for e in range(lo, hi + 1):
+        y = Y(10 ** e)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>'
+                   % (ox, y, ox + PW, y))
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>'
+                   % (ox - 5, y + 4, 10 ** e))
+    for s in (8, 64, 512, 4096, 32768, 262144):
+        lab = "%d B" % s if s < 1024 else "%d KiB" % (s // 1024)
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>'
+                   % (X(s), T + PH + 16, lab))
+    for i, (who, s) in enumerate(sorted(series.items())):
+        s = [(a, v) for a, v in s if v > 0]
+        if not s:
+            continue
+        path = " ".join("%.1f,%.1f" % (X(a), Y(v)) for a, v in s)
+        out.append('<polyline points="%s" fill="none" stroke="%s" '
+                   'stroke-width="2"/>' % (path, colors[who]))
+        for a, v in s:
+            out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>'
+                       '%s %s %d B: %.3f us</title></circle>'
+                       % (X(a), Y(v), colors[who], tr, who, a, v))
+        out.append('<text x="%d" y="%d" fill="%s">%s</text>'
+                   % (ox + 10, T + 16 + 14 * i, colors[who], who))
+out.append('<text x="%d" y="%d" fill="#555">message size (log); all figures '
+           'from one run of bench/compare.sh; both sides spin</text>'
+           % (L, H - 10))
+out.append("</svg>")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+	echo "wrote $SVG"
+fi
 
 echo
 echo "ratio = rdmx / peer: at or below 1 is as good or better for latency,"
