@@ -816,6 +816,9 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
 	return n ? rdmx_sw_handle(tctx, ev, n) : 0;
 }
 
+#define RDMX_SW_EPOLL_EVERY 32
+static _Thread_local unsigned rdmx_sw_empty_polls;
+
 int rdmx_sw_progress(void *priv, bool spinning)
 {
 	struct rdmx_sw_ctx *tctx = priv;
@@ -829,6 +832,14 @@ int rdmx_sw_progress(void *priv, bool spinning)
 		n = rdmx_sw_poll_ready(tctx);
 		if (n)
 			return n;
+		/*
+		 * A spinner's empty polls ask epoll (a system call) only one
+		 * time in RDMX_SW_EPOLL_EVERY: its rings show their input
+		 * without one, and what only epoll shows (a control socket
+		 * closing, the watchdog's tick) can wait that many polls.
+		 */
+		if (spinning && ++rdmx_sw_empty_polls % RDMX_SW_EPOLL_EVERY)
+			return 0;
 	}
 	n = epoll_wait(tctx->epfd, ev, 32, 0);
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n) : 0;
