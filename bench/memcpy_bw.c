@@ -49,7 +49,8 @@ static void run(const char *name, size_t size, size_t span, double secs)
 	} while (t < secs);
 	printf("{\"tool\":\"memcpy_bw\",\"case\":\"%s\",\"size\":%zu,"
 	       "\"gb_per_s\":%.3f,\"us_per_copy\":%.4f}\n",
-	       name, size, (double)n * (double)size / t / 1e9, t * 1e6 / (double)n);
+	       name, size, (double)n * (double)size / t / 1e9,
+	       t * 1e6 / (double)n);
 	free(src);
 	free(dst);
 }
