@@ -122,5 +122,8 @@ int main(int argc, char **argv)
 	       "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}}\n",
 	       size, iters, lat[0], lat[iters / 2], lat[iters * 99 / 100],
 	       lat[iters * 999 / 1000], lat[iters - 1]);
+	free(mine);
+	free(lat);
+	munmap(map, 2 * slot_len);
 	return 0;
 }

@@ -123,6 +123,9 @@ int main(int argc, char **argv)
 		while (!xfer(fd, buf, size, 0))
 			if (xfer(fd, buf, size, 1))
 				break;
+		free(buf);
+		free(lat);
+		close(fd);
 		return 0;
 	}
 	for (long i = -iters / 10; i < iters; i++) { /* a tenth to warm up */
@@ -130,6 +133,8 @@ int main(int argc, char **argv)
 
 		if (xfer(fd, buf, size, 1) || xfer(fd, buf, size, 0)) {
 			fprintf(stderr, "tcp_pingpong: the server went away\n");
+			free(buf);
+			free(lat);
 			return 1;
 		}
 		if (i >= 0)
@@ -141,5 +146,8 @@ int main(int argc, char **argv)
 	       "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}}\n",
 	       spin ? "spin" : "block", size, iters, lat[0], lat[iters / 2],
 	       lat[iters * 99 / 100], lat[iters * 999 / 1000], lat[iters - 1]);
+	free(buf);
+	free(lat);
+	close(fd);
 	return 0;
 }
