@@ -201,6 +201,32 @@ void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p)
 	remote_p->rkey = mr->rkey;
 }
 
+/*
+ * ThreadSanitizer: a registration's memory is the NIC's to touch, and in
+ * the software transports the engine touches it from whichever thread
+ * makes progress (the progress thread, or a caller in rdmx_poll or
+ * rdmx_cq_wait). Two transfers on one registration are ordered by the
+ * peers' requests, which travel through sockets TSan does not see, so it
+ * would report a WRITE's copy in and a later READ's send out as a race.
+ * Each transfer acquires the registration when it starts and releases it
+ * when it ends: the order a NIC's pipeline gives them. The application's
+ * own accesses are not annotated, so its races are still reported.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define RDMX_MR_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RDMX_MR_TSAN 1
+#endif
+#endif
+#ifdef RDMX_MR_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define rdmx_mr_tsan(mr, fn) fn(mr)
+#else
+#define rdmx_mr_tsan(mr, fn) ((void)(mr))
+#endif
+
 struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint64_t rkey,
 				uint64_t addr, uint64_t len, unsigned access,
 				enum rdmx_refusal *why_p)
@@ -233,6 +259,7 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint64_t rkey,
 	}
 	atomic_fetch_add_explicit(&mr->refs, 1, memory_order_relaxed);
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	rdmx_mr_tsan(mr, __tsan_acquire);
 	return mr;
 err:
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -241,8 +268,10 @@ err:
 
 void rdmx_mr_release(struct rdmx_mr *mr)
 {
-	if (mr)
-		atomic_fetch_sub_explicit(&mr->refs, 1, memory_order_release);
+	if (!mr)
+		return;
+	rdmx_mr_tsan(mr, __tsan_release);
+	atomic_fetch_sub_explicit(&mr->refs, 1, memory_order_release);
 }
 
 rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,

@@ -179,24 +179,27 @@ static void test_progress_cq_fd_without_thread(void **state)
 	(void)state;
 	assert_true(srv.stop >= 0);
 	pair_open_with(&p, "RDMX_PROGRESS_THREAD", "off");
-	buf_alloc(&p.s, &src, 4096, RDMX_ACCESS_REMOTE_READ);
+	/* Each round reads its own slice, filled before any READ: the
+	 * server's thread sends from it while this one moves on. */
+	buf_alloc(&p.s, &src, 20 * 4096, RDMX_ACCESS_REMOTE_READ);
 	buf_alloc(&p.c, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
 	/* One process: the descriptor needs no SEND (which would need
 	 * both sides progressing while this thread waits on one). */
 	rdmx_mr_remote(src.mr, &rem);
 	assert_int_equal(
 		pthread_create(&srv.thread, NULL, fd_server_main, &srv), 0);
-	for (uint8_t round = 1; round <= 20; round++) {
-		buf_fill(&src, round);
+	buf_fill(&src, 7);
+	for (uint8_t round = 0; round < 20; round++) {
 		memset(dst.p, 0, dst.len);
 		sg = sge_of(&dst, 0, dst.len);
-		assert_int_equal(rdmx_post_read(p.cconn, &sg, rem.addr,
+		assert_int_equal(rdmx_post_read(p.cconn, &sg,
+						rem.addr + round * 4096u,
 						rem.rkey, round),
 				 RDMX_OK);
 		wc = fd_wait(p.c.cq);
 		assert_int_equal(wc.status, RDMX_OK);
 		assert_int_equal(wc.wr_id, round);
-		assert_pattern(dst.p, dst.len, round, 0);
+		assert_pattern(dst.p, dst.len, 7, round * 4096u);
 	}
 	assert_int_equal(write(srv.stop, &one, sizeof(one)), sizeof(one));
 	pthread_join(srv.thread, NULL);
