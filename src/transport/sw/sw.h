@@ -206,6 +206,14 @@ struct rdmx_sw_conn {
 	uint64_t heard_us, moved_us, sent_us;
 	unsigned suspect;
 
+	/*
+	 * Ops this connection is done with, kept for its next requests and
+	 * answers (at most RDMX_SW_OP_CACHE): no allocation per request on a
+	 * steady pipeline. Under the lock.
+	 */
+	struct rdmx_sw_op *op_free;
+	uint32_t op_nfree;
+
 	/* transmit */
 	struct rdmx_sw_op *tx_head, *tx_tail;
 	size_t tx_off; /* bytes of tx_head already sent */
@@ -380,7 +388,13 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq);
 /* Commit what credits allow, then send what the socket takes. */
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c);
 /* Free @op once it is in neither the transmit nor a request queue. */
-void rdmx_sw_op_drop(struct rdmx_sw_op *op);
+#define RDMX_SW_OP_CACHE 64
+/* A zeroed op, from @c's cache or the heap; NULL when out of memory.
+ * Connection lock held. */
+struct rdmx_sw_op *rdmx_sw_op_new(struct rdmx_sw_conn *c);
+/* Done with @op unless a queue still holds it: to @c's cache, or freed.
+ * Connection lock held. */
+void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op);
 
 /* sw_progress.c */
 /* Read and act on everything the socket has. */

@@ -154,6 +154,12 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 	if (c->srq)
 		rdmx_sw_srq_put(c->srq);
 	c->tctx->tp->pipe->destroy(c);
+	while (c->op_free) {
+		struct rdmx_sw_op *op = c->op_free;
+
+		c->op_free = op->next;
+		free(op);
+	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -273,7 +279,7 @@ static void rdmx_sw_flush_queue(struct rdmx_sw_conn *c, struct rdmx_sw_queue *q,
 		rdmx_sw_complete(c, op->wr_id, op->opcode, st, 0, 0);
 		c->outstanding--;
 		op->in_q = false;
-		rdmx_sw_op_drop(op);
+		rdmx_sw_op_drop(c, op);
 	}
 	q->tail = NULL;
 }
@@ -297,7 +303,7 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	while ((op = c->tx_head)) {
 		c->tx_head = op->tx_next;
 		op->in_tx = false;
-		rdmx_sw_op_drop(op);
+		rdmx_sw_op_drop(c, op);
 	}
 	c->tx_tail = NULL;
 	while ((r = c->rq_head)) {

@@ -13,13 +13,30 @@
 
 #define RDMX_SW_TX_IOV 64
 
-/* Free @op unless a queue still holds it. */
-void rdmx_sw_op_drop(struct rdmx_sw_op *op)
+struct rdmx_sw_op *rdmx_sw_op_new(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_op *op = c->op_free;
+
+	if (!op)
+		return calloc(1, sizeof(*op));
+	c->op_free = op->next;
+	c->op_nfree--;
+	memset(op, 0, sizeof(*op));
+	return op;
+}
+
+void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 {
 	if (op->in_q || op->in_tx)
 		return;
 	rdmx_mr_release(op->mr);
-	free(op);
+	if (c->op_nfree >= RDMX_SW_OP_CACHE) {
+		free(op);
+		return;
+	}
+	op->next = c->op_free;
+	c->op_free = op;
+	c->op_nfree++;
 }
 
 static void rdmx_sw_q_push(struct rdmx_sw_queue *q, struct rdmx_sw_op *op)
@@ -84,7 +101,7 @@ static void rdmx_sw_tx_advance(struct rdmx_sw_conn *c, size_t sent)
 			c->tx_tail = NULL;
 		op->in_tx = false;
 		c->owed -= op->covers;
-		rdmx_sw_op_drop(op);
+		rdmx_sw_op_drop(c, op);
 	}
 }
 
@@ -200,7 +217,7 @@ rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 		rdmx_mr_release(mr);
 		return c->dead_status;
 	}
-	op = calloc(1, sizeof(*op));
+	op = rdmx_sw_op_new(c);
 	if (!op) {
 		/* An answer cannot be skipped without breaking the order. */
 		rdmx_mr_release(mr);
@@ -315,7 +332,7 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
-	struct rdmx_sw_op *op;
+	struct rdmx_sw_op *op = NULL;
 	uint64_t total = 0;
 	rdmx_status st = RDMX_OK;
 
@@ -328,21 +345,21 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 			(unsigned long long)total, RDMX_SW_MAX_MSG);
 		return RDMX_ERR_INVALID;
 	}
-	op = calloc(1, sizeof(*op));
-	if (!op)
-		return RDMX_ERR_NOMEM;
-	rdmx_sw_op_fill(op, wr, total,
-			c->tctx->byref_min && total >= c->tctx->byref_min &&
-				wr->num_sge &&
-				(wr->opcode == RDMX_OP_WRITE ||
-				 wr->opcode == RDMX_OP_WRITE_IMM ||
-				 wr->opcode == RDMX_OP_READ));
-
 	pthread_mutex_lock(&c->lock);
 	if (c->dead)
 		st = RDMX_ERR_CONN_LOST;
 	else if (c->outstanding >= c->base.ctx->cfg.conn_max_send_wr)
 		st = RDMX_ERR_AGAIN;
+	else if (!(op = rdmx_sw_op_new(c)))
+		st = RDMX_ERR_NOMEM;
+	else
+		rdmx_sw_op_fill(op, wr, total,
+				c->tctx->byref_min &&
+					total >= c->tctx->byref_min &&
+					wr->num_sge &&
+					(wr->opcode == RDMX_OP_WRITE ||
+					 wr->opcode == RDMX_OP_WRITE_IMM ||
+					 wr->opcode == RDMX_OP_READ));
 	if (!st) {
 		op->h.seq = c->next_seq++;
 		op->in_q = true;
@@ -352,8 +369,6 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 		rdmx_sw_tx_progress(c);
 	}
 	rdmx_sw_unlock(c);
-	if (st)
-		free(op);
 	return st;
 }
 

@@ -164,7 +164,7 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 		c->unsignaled_held++; /* its slot is the next completion's */
 	}
 	op->in_q = false;
-	rdmx_sw_op_drop(op);
+	rdmx_sw_op_drop(c, op);
 }
 
 /*
