@@ -213,6 +213,9 @@ struct rdmx_sw_conn {
 	 */
 	struct rdmx_sw_op *op_free;
 	uint32_t op_nfree;
+	/* The same for spent RECVs (their own or the srq's). */
+	struct rdmx_sw_recv *recv_free;
+	uint32_t recv_nfree;
 
 	/* transmit */
 	struct rdmx_sw_op *tx_head, *tx_tail;
@@ -395,6 +398,8 @@ struct rdmx_sw_op *rdmx_sw_op_new(struct rdmx_sw_conn *c);
 /* Done with @op unless a queue still holds it: to @c's cache, or freed.
  * Connection lock held. */
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op);
+/* A completed RECV: to @c's cache, or freed. Connection lock held. */
+void rdmx_sw_recv_done(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r);
 
 /* sw_progress.c */
 /* Read and act on everything the socket has. */

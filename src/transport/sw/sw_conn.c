@@ -160,6 +160,12 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 		c->op_free = op->next;
 		free(op);
 	}
+	while (c->recv_free) {
+		struct rdmx_sw_recv *r = c->recv_free;
+
+		c->recv_free = r->next;
+		free(r);
+	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -372,13 +372,21 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	return st;
 }
 
-struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
-				      uint64_t wr_id)
+void rdmx_sw_recv_done(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r)
 {
-	struct rdmx_sw_recv *r = calloc(1, sizeof(*r));
+	if (c->recv_nfree >= RDMX_SW_OP_CACHE) {
+		free(r);
+		return;
+	}
+	r->next = c->recv_free;
+	c->recv_free = r;
+	c->recv_nfree++;
+}
 
-	if (!r)
-		return NULL;
+/* Fill a zeroed RECV. */
+static void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
+			      int num_sge, uint64_t wr_id)
+{
 	r->wr_id = wr_id;
 	r->niov = num_sge;
 	for (int i = 0; i < num_sge; i++) {
@@ -387,6 +395,15 @@ struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
 		r->cap += sg[i].length;
 		r->use[i] = sg[i].mr;
 	}
+}
+
+struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
+				      uint64_t wr_id)
+{
+	struct rdmx_sw_recv *r = calloc(1, sizeof(*r));
+
+	if (r)
+		rdmx_sw_recv_fill(r, sg, num_sge, wr_id);
 	return r;
 }
 
@@ -394,17 +411,22 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			      int num_sge, uint64_t wr_id)
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
-	struct rdmx_sw_recv *r;
+	struct rdmx_sw_recv *r = NULL;
 	rdmx_status st = RDMX_OK;
 
-	r = rdmx_sw_recv_new(sg, num_sge, wr_id);
-	if (!r)
-		return RDMX_ERR_NOMEM;
 	pthread_mutex_lock(&c->lock);
-	if (c->dead)
+	if (c->dead) {
 		st = RDMX_ERR_CONN_LOST;
-	else if (c->rq_count >= c->base.ctx->cfg.conn_max_recv_wr)
+	} else if (c->rq_count >= c->base.ctx->cfg.conn_max_recv_wr) {
 		st = RDMX_ERR_AGAIN;
+	} else if ((r = c->recv_free)) {
+		c->recv_free = r->next;
+		c->recv_nfree--;
+		memset(r, 0, sizeof(*r));
+		rdmx_sw_recv_fill(r, sg, num_sge, wr_id);
+	} else if (!(r = rdmx_sw_recv_new(sg, num_sge, wr_id))) {
+		st = RDMX_ERR_NOMEM;
+	}
 	if (!st) {
 		if (c->rq_tail)
 			c->rq_tail->next = r;
@@ -416,7 +438,5 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 		rdmx_sw_tx_progress(c);
 	}
 	rdmx_sw_unlock(c);
-	if (st)
-		free(r);
 	return st;
 }
