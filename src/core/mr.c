@@ -10,6 +10,7 @@
 
 #include "bytes.h"
 #include "core.h"
+#include "tsan.h"
 
 #define RDMX_ACCESS_ALL                                                        \
 	(RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |                  \
@@ -212,16 +213,7 @@ void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p)
  * when it ends: the order a NIC's pipeline gives them. The application's
  * own accesses are not annotated, so its races are still reported.
  */
-#if defined(__SANITIZE_THREAD__)
-#define RDMX_MR_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RDMX_MR_TSAN 1
-#endif
-#endif
-#ifdef RDMX_MR_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
+#ifdef RDMX_TSAN
 #define rdmx_mr_tsan(mr, fn) fn(mr)
 #else
 #define rdmx_mr_tsan(mr, fn) ((void)(mr))

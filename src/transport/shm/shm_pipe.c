@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "shm.h"
+#include "tsan.h"
 
 static inline struct rdmx_shm_pipe *to_shm_pipe(struct rdmx_sw_conn *c)
 {
@@ -27,17 +28,7 @@ static inline struct rdmx_shm_pipe *to_shm_pipe(struct rdmx_sw_conn *c)
  * sync object, chosen by the ring's id. Nothing of this exists in other
  * builds.
  */
-#if defined(__SANITIZE_THREAD__)
-#define RDMX_SHM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RDMX_SHM_TSAN 1
-#endif
-#endif
-
-#ifdef RDMX_SHM_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
+#ifdef RDMX_TSAN
 static char rdmx_shm_tsan_sync[4096];
 #define rdmx_shm_sync(r, fn) fn(&rdmx_shm_tsan_sync[(r)->id % 4096])
 #else
