@@ -241,34 +241,32 @@ done
 
 # The host's limits, by the project's own programs (build/bench), spinning.
 BIN=build/bench
-pp() { python3 -c 'import json,sys
-d = json.loads(sys.stdin.read()); print("%.3f %.3f" % (d["lat_us"]["median"], d["lat_us"]["p99"]))'; }
-tcp_pp() { # SIZE ITERS [--spin] -> "median p99" one-way
+tcp_pp() { # SIZE ITERS [--spin] -> its JSON line (one-way latency)
 	next_port
 	taskset -c 0 "$BIN/tcp_pingpong" server "$port" ${3:-} >/dev/null 2>&1 &
-	timeout 120 taskset -c 1 "$BIN/tcp_pingpong" client 127.0.0.1 "$port" "$1" "$2" ${3:-} | pp || echo "n/a n/a"
+	timeout 120 taskset -c 1 "$BIN/tcp_pingpong" client 127.0.0.1 "$port" "$1" "$2" ${3:-} || true
 	wait 2>/dev/null || true
 }
 FIRST=host head_row "host limits (bench/)"
 for size in 8 4096; do
-	read -r m p < <("$BIN/shm_pingpong" $size $((NL * 5)) 0 1 | pp)
-	row "shm line ping-pong $size B p50" "$m"
-	row "shm line ping-pong $size B p99" "$p"
-	read -r m p < <(tcp_pp $size $NL --spin)
-	row "tcp ping-pong spin $size B p50" "$m"
-	row "tcp ping-pong spin $size B p99" "$p"
+	j=$("$BIN/shm_pingpong" $size $((NL * 5)) 0 1 || true)
+	row "shm line ping-pong $size B p50" "$(jget lat_us.median <<<"$j")"
+	row "shm line ping-pong $size B p99" "$(jget lat_us.p99 <<<"$j")"
+	j=$(tcp_pp $size $NL --spin)
+	row "tcp ping-pong spin $size B p50" "$(jget lat_us.median <<<"$j")"
+	row "tcp ping-pong spin $size B p99" "$(jget lat_us.p99 <<<"$j")"
 done
 while read -r line; do
-	name=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["case"])' "$line")
-	gb=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("%.2f" % d["gb_per_s"])' "$line")
-	row "memcpy $name GB/s" "$gb"
+	row "memcpy $(sed 's/.*"case":"\([^"]*\)".*/\1/' <<<"$line") GB/s" \
+		"$(jget gb_per_s <<<"$line")"
 done < <(taskset -c 1 "$BIN/memcpy_bw" 0.3)
 
 # Sleeping waiters: the measuring side sleeps for each completion (the
 # server spins, as a NIC serves a READ), beside a blocking TCP ping-pong
 # whose each one-way message is one cross-core wake-up: the goal is one.
 head_row "sleeping waiters" "tcp-block"
-read -r bm bp < <(tcp_pp 4096 $((NL / 4)))
+j=$(tcp_pp 4096 $((NL / 4)))
+bm=$(jget lat_us.median <<<"$j") bp=$(jget lat_us.p99 <<<"$j")
 for tr in shm tcp; do
 	for w in sleep fd; do
 		j=$(RDMX_PROGRESS_WAIT_SPIN=0 rdmx_run $tr --op read -s 4096 -n $((NL / 4)) --wait $w)

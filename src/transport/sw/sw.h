@@ -146,6 +146,16 @@ struct rdmx_sw_queue {
 	struct rdmx_sw_op *head, *tail;
 };
 
+/*
+ * Spent objects of one kind, at most RDMX_SW_CACHE, each linked through
+ * its first bytes while it waits to be reused.
+ */
+#define RDMX_SW_CACHE 64
+struct rdmx_sw_cache {
+	void *head;
+	uint32_t n;
+};
+
 struct rdmx_sw_recv {
 	struct rdmx_sw_recv *next;
 	uint64_t wr_id;
@@ -207,15 +217,11 @@ struct rdmx_sw_conn {
 	unsigned suspect;
 
 	/*
-	 * Ops this connection is done with, kept for its next requests and
-	 * answers (at most RDMX_SW_OP_CACHE): no allocation per request on a
+	 * Spent ops and RECVs (its own or its srq's), kept for its next
+	 * requests, answers and RECVs: no allocation per request on a
 	 * steady pipeline. Under the lock.
 	 */
-	struct rdmx_sw_op *op_free;
-	uint32_t op_nfree;
-	/* The same for spent RECVs (their own or the srq's). */
-	struct rdmx_sw_recv *recv_free;
-	uint32_t recv_nfree;
+	struct rdmx_sw_cache ops, recvs;
 
 	/* transmit */
 	struct rdmx_sw_op *tx_head, *tx_tail;
@@ -391,15 +397,16 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq);
 /* Commit what credits allow, then send what the socket takes. */
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c);
 /* Free @op once it is in neither the transmit nor a request queue. */
-#define RDMX_SW_OP_CACHE 64
-/* A zeroed op, from @c's cache or the heap; NULL when out of memory.
- * Connection lock held. */
-struct rdmx_sw_op *rdmx_sw_op_new(struct rdmx_sw_conn *c);
+/* A zeroed object of @size from @k, or from the heap; NULL when out of
+ * memory. */
+void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size);
+/* Keep @p in @k for reuse, or free it when @k is full. */
+void rdmx_sw_cache_put(struct rdmx_sw_cache *k, void *p);
+/* Free all @k holds. */
+void rdmx_sw_cache_free(struct rdmx_sw_cache *k);
 /* Done with @op unless a queue still holds it: to @c's cache, or freed.
  * Connection lock held. */
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op);
-/* A completed RECV: to @c's cache, or freed. Connection lock held. */
-void rdmx_sw_recv_done(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r);
 
 /* sw_progress.c */
 /* Read and act on everything the socket has. */

@@ -154,18 +154,8 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 	if (c->srq)
 		rdmx_sw_srq_put(c->srq);
 	c->tctx->tp->pipe->destroy(c);
-	while (c->op_free) {
-		struct rdmx_sw_op *op = c->op_free;
-
-		c->op_free = op->next;
-		free(op);
-	}
-	while (c->recv_free) {
-		struct rdmx_sw_recv *r = c->recv_free;
-
-		c->recv_free = r->next;
-		free(r);
-	}
+	rdmx_sw_cache_free(&c->ops);
+	rdmx_sw_cache_free(&c->recvs);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -13,16 +13,37 @@
 
 #define RDMX_SW_TX_IOV 64
 
-struct rdmx_sw_op *rdmx_sw_op_new(struct rdmx_sw_conn *c)
+void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size)
 {
-	struct rdmx_sw_op *op = c->op_free;
+	void *p = k->head;
 
-	if (!op)
-		return calloc(1, sizeof(*op));
-	c->op_free = op->next;
-	c->op_nfree--;
-	memset(op, 0, sizeof(*op));
-	return op;
+	if (!p)
+		return calloc(1, size);
+	k->head = *(void **)p;
+	k->n--;
+	return memset(p, 0, size);
+}
+
+void rdmx_sw_cache_put(struct rdmx_sw_cache *k, void *p)
+{
+	if (k->n >= RDMX_SW_CACHE) {
+		free(p);
+		return;
+	}
+	*(void **)p = k->head;
+	k->head = p;
+	k->n++;
+}
+
+void rdmx_sw_cache_free(struct rdmx_sw_cache *k)
+{
+	while (k->head) {
+		void *p = k->head;
+
+		k->head = *(void **)p;
+		free(p);
+	}
+	k->n = 0;
 }
 
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
@@ -30,13 +51,7 @@ void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 	if (op->in_q || op->in_tx)
 		return;
 	rdmx_mr_release(op->mr);
-	if (c->op_nfree >= RDMX_SW_OP_CACHE) {
-		free(op);
-		return;
-	}
-	op->next = c->op_free;
-	c->op_free = op;
-	c->op_nfree++;
+	rdmx_sw_cache_put(&c->ops, op);
 }
 
 static void rdmx_sw_q_push(struct rdmx_sw_queue *q, struct rdmx_sw_op *op)
@@ -217,7 +232,7 @@ rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 		rdmx_mr_release(mr);
 		return c->dead_status;
 	}
-	op = rdmx_sw_op_new(c);
+	op = rdmx_sw_cache_get(&c->ops, sizeof(*op));
 	if (!op) {
 		/* An answer cannot be skipped without breaking the order. */
 		rdmx_mr_release(mr);
@@ -350,7 +365,7 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 		st = RDMX_ERR_CONN_LOST;
 	else if (c->outstanding >= c->base.ctx->cfg.conn_max_send_wr)
 		st = RDMX_ERR_AGAIN;
-	else if (!(op = rdmx_sw_op_new(c)))
+	else if (!(op = rdmx_sw_cache_get(&c->ops, sizeof(*op))))
 		st = RDMX_ERR_NOMEM;
 	else
 		rdmx_sw_op_fill(op, wr, total,
@@ -370,17 +385,6 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 	}
 	rdmx_sw_unlock(c);
 	return st;
-}
-
-void rdmx_sw_recv_done(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r)
-{
-	if (c->recv_nfree >= RDMX_SW_OP_CACHE) {
-		free(r);
-		return;
-	}
-	r->next = c->recv_free;
-	c->recv_free = r;
-	c->recv_nfree++;
 }
 
 /* Fill a zeroed RECV. */
@@ -419,13 +423,10 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 		st = RDMX_ERR_CONN_LOST;
 	} else if (c->rq_count >= c->base.ctx->cfg.conn_max_recv_wr) {
 		st = RDMX_ERR_AGAIN;
-	} else if ((r = c->recv_free)) {
-		c->recv_free = r->next;
-		c->recv_nfree--;
-		memset(r, 0, sizeof(*r));
-		rdmx_sw_recv_fill(r, sg, num_sge, wr_id);
-	} else if (!(r = rdmx_sw_recv_new(sg, num_sge, wr_id))) {
+	} else if (!(r = rdmx_sw_cache_get(&c->recvs, sizeof(*r)))) {
 		st = RDMX_ERR_NOMEM;
+	} else {
+		rdmx_sw_recv_fill(r, sg, num_sge, wr_id);
 	}
 	if (!st) {
 		if (c->rq_tail)
