@@ -90,7 +90,8 @@ struct rdmx_sge sge_of(struct buf *b, size_t off, size_t len);
 
 /* Wait for one completion (fails the test after T_TIMEOUT_MS). */
 struct rdmx_completion wait_wc(struct rdmx_cq *cq);
-/* Wait for one completion and check its status and opcode. */
+/* Wait for one completion and check its status and opcode (a refusal
+ * may be the end of the connection on a lossy link: suite_lossy). */
 struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 				 enum rdmx_opcode op);
 

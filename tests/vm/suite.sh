@@ -19,6 +19,7 @@ what=${2:-extras}
 export RDMX_CONN_HANDSHAKE_TIMEOUT=60s RDMX_TEST_TIME_SCALE=10
 rdmx=$build/apps/rdmx
 pass=0 fail=0 skip=0
+failures=""
 
 # One conformance binary in an environment; counts its cmocka cases.
 suite() { # label test VAR=VALUE...
@@ -36,6 +37,8 @@ suite() { # label test VAR=VALUE...
 	count() { grep -E "^\[ +$1 +\] test_" <<<"$out" | sort -u | wc -l; }
 	pass=$((pass + $(count OK)))
 	fail=$((fail + $(count FAILED)))
+	failures+=$(grep -E '^\[ +FAILED +\] test_' <<<"$out" | sort -u |
+		sed "s/^\[ *FAILED *\] /  $label.$t: /;s/$/\\n/" | tr -d '\n')
 	skip=$((skip + $(count SKIPPED)))
 	if grep -qE '^\[ +FAILED|^ERROR' <<<"$out"; then
 		grep -vE '^\[ +(RUN|OK) ' <<<"$out" | tail -15 | sed 's/^/    | /'
@@ -47,9 +50,15 @@ suite() { # label test VAR=VALUE...
 passed() { echo "$1: [ OK ]${2:+ $2}"; pass=$((pass + 1)); }
 failed() {
 	echo "$1: [ FAILED ]"
+	failures+="  $1\n"
 	shift
 	cat "$@"
 	fail=$((fail + 1))
+}
+# The summary, last: the failed names again, so a log's tail says which.
+summary() {
+	[ -z "$failures" ] || printf "failed:\n$failures"
+	echo "$pass passed, $fail failed, $skip skipped"
 }
 
 if [ "$what" = conformance ]; then
@@ -67,7 +76,7 @@ if [ "$what" = conformance ]; then
 				RDMX_VERBS_DEVICE=$dev RDMX_TEST_ADDR=$addr
 		done
 	done
-	echo "$pass passed, $fail failed, $skip skipped"
+	summary
 	[ $fail -eq 0 ]
 	exit
 fi
@@ -107,7 +116,7 @@ if [ "$what" = netem ]; then
 			failed "netem.$d" /tmp/qdisc.$d
 		fi
 	done
-	echo "$pass passed, $fail failed, $skip skipped"
+	summary
 	[ $fail -eq 0 ]
 	exit
 fi
@@ -246,5 +255,5 @@ else
 	failed "verbs.reg" /tmp/reg /tmp/reg.err
 fi
 
-echo "$pass passed, $fail failed, $skip skipped"
+summary
 [ $fail -eq 0 ]
