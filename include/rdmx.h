@@ -7,6 +7,7 @@
  *   rdmx_ctx       rdmx_ctx_create / rdmx_ctx_destroy
  *   rdmx_cq        rdmx_cq_create / rdmx_cq_destroy         (child of ctx)
  *   rdmx_mr        rdmx_mr_reg / rdmx_mr_dereg              (child of ctx)
+ *   memory         rdmx_mem_alloc / rdmx_mem_free           (child of ctx)
  *   rdmx_listener  rdmx_listen / rdmx_listener_close        (child of ctx)
  *   rdmx_srq       rdmx_srq_create / rdmx_srq_destroy       (child of ctx)
  *   rdmx_conn      rdmx_connect or rdmx_accept / rdmx_conn_close
@@ -103,7 +104,8 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 
 /*
  * rdmx_ctx_destroy - close a context. Returns RDMX_ERR_BUSY (and does
- * nothing) while connections, listeners, cqs or registrations remain.
+ * nothing) while connections, listeners, cqs, registrations or memory from
+ * rdmx_mem_alloc remain.
  * NULL is a no-op.
  */
 rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx);
@@ -214,6 +216,32 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
  * connection the same way, placing nothing. NULL is a no-op.
  */
 rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr);
+
+/*
+ * rdmx_mem_alloc - @length bytes of zeroed, page-aligned memory that a peer
+ * on this host can map. Registered with rdmx_mr_reg(), it is where a shm
+ * peer does WRITE, READ and atomics itself, with its own loads and stores:
+ * the data is copied once and this process's CPU takes no part (the same
+ * access checks apply; rdmx_shm(7)). On tcp and verbs it is memory like
+ * any other. @flags: RDMX_MEM_HUGE backs it with huge pages when the
+ * system has them reserved, else with ordinary pages (logged). Errors:
+ * RDMX_ERR_INVALID (NULL arguments, a zero length, unknown flags; logged),
+ * RDMX_ERR_NOMEM. Freed by rdmx_mem_free(), before rdmx_ctx_destroy().
+ */
+enum rdmx_mem_flags {
+	RDMX_MEM_HUGE = 1 << 0,
+};
+
+rdmx_status rdmx_mem_alloc(struct rdmx_ctx *ctx, size_t length, unsigned flags,
+			   void **addr_p);
+
+/*
+ * rdmx_mem_free - free memory from rdmx_mem_alloc(), by the address it
+ * returned. RDMX_ERR_BUSY (and nothing freed) while a registration lies in
+ * it; RDMX_ERR_INVALID for an address it did not return. NULL is a no-op.
+ * Peers that mapped it let go when their connections close.
+ */
+rdmx_status rdmx_mem_free(struct rdmx_ctx *ctx, void *addr);
 
 /* rdmx_mr_remote - fill @remote_p with the descriptor of the whole region. */
 void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p);

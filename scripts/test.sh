@@ -60,7 +60,7 @@ if why=$(tests/vm/vm.sh check 2>&1); then
 	# One boot for the conformance suite, one for the rest.
 	vm_fail=0
 	tests/vm/vm.sh run tests/vm/suite.sh build conformance sendrecv rma stats srq verbs_cm page kv \
-		atomic access peer_death conns progress errors || vm_fail=1
+		atomic access peer_death conns progress errors mem || vm_fail=1
 	tests/vm/vm.sh run tests/vm/suite.sh build extras || vm_fail=1
 	# A link that loses 1% and delays 5 ms: tcp and rxe, every byte checked.
 	tests/vm/vm.sh run tests/vm/suite.sh build netem sendrecv rma atomic access \

@@ -168,10 +168,14 @@ struct rdmx_ctx {
 	int nallowed;
 
 	pthread_mutex_t lock; /* children counts and transport opening */
-	unsigned nconns, ncqs, nlisteners, nmrs, nsrqs;
+	unsigned nconns, ncqs, nlisteners, nmrs, nsrqs, nmems;
 
-	pthread_rwlock_t mr_lock; /* the rkey table */
+	pthread_rwlock_t mr_lock; /* the rkey table, mems and the grants */
 	struct rdmx_mr *mr_buckets[RDMX_MR_BUCKETS];
+	struct rdmx_mem *mems; /* rdmx_mem_alloc's blocks (mem.h) */
+	struct rdmx_mem_table *mem_table; /* grants to same-host peers */
+	int mem_table_fd;
+	uint64_t mem_table_ino;
 
 	struct {
 		const struct rdmx_transport_ops *ops;
@@ -216,6 +220,8 @@ struct rdmx_mr {
 	unsigned access;
 	uint64_t rkey; /* rdmx_remote.rkey: random high half, NIC's low */
 	atomic_uint refs; /* transfers in progress into or out of it */
+	struct rdmx_mem *mem; /* the rdmx_mem_alloc block it lies in */
+	int grant; /* its entry in the grant table, or -1 (mem.h) */
 	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
 };

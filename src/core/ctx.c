@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "mem.h"
 
 /* The registry: every transport this build has, best first. */
 static const struct rdmx_transport_ops *const rdmx_transports[] = {
@@ -267,6 +268,7 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 	rdmx_ctx_host_id(ctx);
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
+	ctx->mem_table_fd = -1;
 	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++)
 		ctx->tp[rdmx_transports[i]->id].ops = rdmx_transports[i];
 	*ctx_p = ctx;
@@ -284,12 +286,12 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
 		return RDMX_OK;
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->nconns || ctx->ncqs || ctx->nlisteners || ctx->nmrs ||
-	    ctx->nsrqs) {
-		rdmx_error(
-			"rdmx_ctx_destroy: context still has %u connections, "
-			"%u cqs, %u srqs, %u listeners and %u registrations",
-			ctx->nconns, ctx->ncqs, ctx->nsrqs, ctx->nlisteners,
-			ctx->nmrs);
+	    ctx->nsrqs || ctx->nmems) {
+		rdmx_error("rdmx_ctx_destroy: context still has %u "
+			   "connections, %u cqs, %u srqs, %u listeners, %u "
+			   "registrations and %u blocks of rdmx_mem_alloc",
+			   ctx->nconns, ctx->ncqs, ctx->nsrqs, ctx->nlisteners,
+			   ctx->nmrs, ctx->nmems);
 		pthread_mutex_unlock(&ctx->lock);
 		return RDMX_ERR_BUSY;
 	}
@@ -300,6 +302,7 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
 		if (priv)
 			ctx->tp[i].ops->close(priv);
 	}
+	rdmx_mem_table_close(ctx);
 	pthread_rwlock_destroy(&ctx->mr_lock);
 	pthread_mutex_destroy(&ctx->lock);
 	sodium_memzero(ctx->auth_key, sizeof(ctx->auth_key));

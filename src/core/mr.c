@@ -10,6 +10,7 @@
 
 #include "bytes.h"
 #include "core.h"
+#include "mem.h"
 #include "tsan.h"
 
 #define RDMX_ACCESS_ALL                                                        \
@@ -157,6 +158,7 @@ rdmx_status rdmx_mr_reg(struct rdmx_ctx *ctx, void *addr, size_t length,
 	mr->rkey = rkey;
 	mr->next = *rdmx_mr_bucket(ctx, rkey);
 	*rdmx_mr_bucket(ctx, rkey) = mr;
+	rdmx_mem_grant(ctx, mr);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 
 	rdmx_ctx_child(ctx, &ctx->nmrs, 1);
@@ -177,14 +179,16 @@ rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr)
 	for (pp = rdmx_mr_bucket(ctx, mr->rkey); *pp != mr; pp = &(*pp)->next)
 		;
 	*pp = mr->next;
+	rdmx_mem_revoke(ctx, mr);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	/*
-	 * No new transfer can find it now. Transfers already placing or
-	 * sending its bytes end by themselves (or when their connection
-	 * dies); the caller may free the memory only after they have. Our
-	 * own requests may wait forever (a SEND for the peer's RECV): the
-	 * transports end their connections first. They look it up at
-	 * dereg rather than count uses on every post.
+	 * No new transfer can find it now (nor can a same-host peer that
+	 * mapped it start one: the transports wait out those running).
+	 * Transfers already placing or sending its bytes end by themselves (or
+	 * when their connection dies); the caller may free the memory only
+	 * after they have. Our own requests may wait forever (a SEND for the
+	 * peer's RECV): the transports end their connections first. They look
+	 * it up at dereg rather than count uses on every post.
 	 */
 	rdmx_mr_revoke(ctx, mr);
 	while (atomic_load_explicit(&mr->refs, memory_order_acquire))

@@ -235,11 +235,29 @@ void pair_close(struct pair *p)
 	side_close(&p->s);
 }
 
+bool suite_mem_mapped(void)
+{
+	const char *m = getenv("RDMX_TEST_MEM");
+
+	return m && !strcmp(m, "mapped");
+}
+
 void buf_alloc(struct side *side, struct buf *b, size_t len, unsigned access)
 {
+	void *p = NULL;
+
 	b->len = len;
-	b->p = malloc(len ? len : 1);
-	assert_non_null(b->p);
+	b->mem = NULL;
+	if (suite_mem_mapped()) {
+		assert_int_equal(rdmx_mem_alloc(side->ctx, len ? len : 1, 0,
+						&p),
+				 RDMX_OK);
+		b->mem = side->ctx;
+	} else {
+		p = malloc(len ? len : 1);
+		assert_non_null(p);
+	}
+	b->p = p;
 	memset(b->p, 0, len);
 	assert_int_equal(rdmx_mr_reg(side->ctx, b->p, len, access, &b->mr),
 			 RDMX_OK);
@@ -248,7 +266,10 @@ void buf_alloc(struct side *side, struct buf *b, size_t len, unsigned access)
 void buf_free(struct buf *b)
 {
 	assert_int_equal(rdmx_mr_dereg(b->mr), RDMX_OK);
-	free(b->p);
+	if (b->mem)
+		assert_int_equal(rdmx_mem_free(b->mem, b->p), RDMX_OK);
+	else
+		free(b->p);
 }
 
 static uint8_t pattern_at(uint8_t seed, size_t i)

@@ -61,7 +61,11 @@ struct buf {
 	uint8_t *p;
 	size_t len;
 	struct rdmx_mr *mr;
+	struct rdmx_ctx *mem; /* from rdmx_mem_alloc of this context */
 };
+
+/* Buffers come from rdmx_mem_alloc (RDMX_TEST_MEM=mapped), else malloc. */
+bool suite_mem_mapped(void);
 
 void side_open(struct side *side);
 void side_close(struct side *side);

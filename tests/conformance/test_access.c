@@ -293,7 +293,7 @@ static void test_mr_deregistered(void **state)
 	expect_refused(&r, r.rem.addr, r.rem.rkey, 64, 0);
 	for (size_t i = 0; i < LEN; i++)
 		assert_int_equal(mem[i], 0x5a);
-	free(mem);
+	buf_free(&r.target); /* its memory; the registration is gone */
 	rig_close(&r);
 }
 
@@ -395,11 +395,16 @@ static void test_mr_refusals_by_reason(void **state)
 				 1);
 		assert_int_equal(s.refused - s0.refused, i + 1);
 	}
-	/* Nothing refused was counted as served; a good WRITE is. */
+	/* Nothing refused was counted as served; a good WRITE is (unless
+	 * the initiator did it on mapped memory, unseen by the target). */
 	for (int op = 0; op < RDMX_STATS_OPS; op++)
 		assert_int_equal(s.served_ops[transport_index(r.p.cconn)][op],
 				 s0.served_ops[transport_index(r.p.cconn)][op]);
 	expect_target_alive(&r);
+	if (suite_mem_mapped()) {
+		rig_close(&r);
+		return;
+	}
 	rdmx_ctx_stats(r.p.s.ctx, &s);
 	assert_int_equal(
 		s.served_ops[transport_index(r.p.cconn)][RDMX_OP_WRITE] -

@@ -341,6 +341,9 @@ static void test_post_stops_at_max_send_wr(void **state)
 	struct rdmx_sge s;
 
 	(void)state;
+	if (suite_mem_mapped())
+		suite_skip("a shm initiator does requests on mapped memory as "
+			   "it posts them: none stays outstanding");
 	setenv("RDMX_PROGRESS_THREAD", "off", 1);
 	pair_open_with(&p, "RDMX_CONN_MAX_SEND_WR", "16");
 	unsetenv("RDMX_PROGRESS_THREAD");

@@ -5,8 +5,11 @@
 
 #include <sys/types.h>
 
+#include "mem.h"
 #include "shm_proto.h"
 #include "sw.h"
+
+#define RDMX_SHM_MAPS 8 /* blocks of the peer's mapped at a time */
 
 /* One connection's pipe: the ring we read and the one we write. */
 struct rdmx_shm_pipe {
@@ -20,6 +23,18 @@ struct rdmx_shm_pipe {
 	int pidfd; /* the peer process, as SO_PEERCRED named it */
 	pid_t peer_pid;
 	bool peer_gone;
+
+	/* Mapped one-sided access to the peer's memory (shm_map.c). */
+	struct rdmx_ctx *ctx;
+	struct rdmx_shm_pipe *all_next; /* in the process's list of pipes */
+	const struct rdmx_mem_table *grants; /* the peer's, read-only */
+	bool direct_off; /* it cannot be had: the engine serves all */
+	struct rdmx_shm_map {
+		uint64_t ino;
+		uint8_t *base;
+		size_t len;
+	} maps[RDMX_SHM_MAPS]; /* the peer's blocks we mapped */
+	unsigned nmaps, evict;
 };
 
 extern const struct rdmx_sw_pipe rdmx_shm_pipe;
@@ -36,5 +51,27 @@ rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
 rdmx_status rdmx_shm_ring_check(int fd, uint64_t size);
 rdmx_status rdmx_shm_door_check(int fd);
 void rdmx_shm_pipe_free(struct rdmx_shm_pipe *p);
+
+static inline struct rdmx_shm_pipe *to_shm_pipe(struct rdmx_sw_conn *c)
+{
+	return c->pipe_priv;
+}
+
+/* shm_map.c */
+/* The pipe's peer may copy into our memory now: list it for dereg. */
+void rdmx_shm_map_join(struct rdmx_shm_pipe *p);
+/* Off the list, the peer's blocks unmapped: the pipe goes. */
+void rdmx_shm_map_leave(struct rdmx_shm_pipe *p);
+/* The pipe's direct op (struct rdmx_sw_pipe). */
+bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
+		     uint64_t total);
+/*
+ * Wait until the peer of @p copies nothing to or from our memory, or is
+ * dead, or RDMX_SHM_COPY_WAIT_US passed (logged, naming @what).
+ */
+void rdmx_shm_copy_wait(struct rdmx_shm_pipe *p, const char *peer,
+			const char *what);
+/* The ops' mr_revoke: wait out peers that mapped @mr, then the engine's. */
+void rdmx_shm_mr_revoke(void *priv, struct rdmx_mr *mr);
 
 #endif

@@ -86,6 +86,7 @@ void rdmx_shm_pipe_free(struct rdmx_shm_pipe *p)
 {
 	if (!p)
 		return;
+	rdmx_shm_map_leave(p);
 	if (p->rx)
 		munmap(p->rx, RDMX_SHM_RING_HDR + p->rx_size);
 	if (p->tx)
@@ -454,6 +455,9 @@ static rdmx_status rdmx_shm_exchange(struct rdmx_shm_pipe *p, bool accepting,
 		st = rdmx_shm_hello_recv(ufd, deadline, &size, fds);
 	if (!st)
 		st = rdmx_shm_attach(p, size, fds[0], fds[1]);
+	/* Before the peer can copy into our memory: dereg must see it. */
+	if (!st)
+		rdmx_shm_map_join(p);
 	if (!st)
 		st = rdmx_sock_write_full(ufd, &ready, 1, deadline);
 	if (!st)
@@ -471,8 +475,8 @@ rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
 {
 	struct rdmx_shm_pipe *p;
 	rdmx_status st = RDMX_ERR_SYSTEM;
-	uint64_t size = 4096;
-	int ring_fd;
+	uint64_t size = 4096, ino = 0;
+	int ring_fd, fd;
 
 	while (size < ctx->cfg.shm_ring_size)
 		size <<= 1;
@@ -483,9 +487,15 @@ rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
 	}
 	p->ctl = ctl;
 	p->door = p->peer_door = p->pidfd = -1;
+	p->ctx = ctx;
 	ring_fd = rdmx_shm_ring_create(size, &p->rx);
 	if (ring_fd < 0)
 		goto err;
+	/* Where the peer finds what we grant it to map (core/mem.h). */
+	if (rdmx_mem_table(ctx, &fd, &ino))
+		fd = -1;
+	p->rx->grants_fd = fd;
+	p->rx->grants_ino = ino;
 	p->rx_size = size;
 	p->rx_data = (uint8_t *)p->rx + RDMX_SHM_RING_HDR;
 	p->door = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -15,11 +15,6 @@
 #include "shm.h"
 #include "tsan.h"
 
-static inline struct rdmx_shm_pipe *to_shm_pipe(struct rdmx_sw_conn *c)
-{
-	return c->pipe_priv;
-}
-
 /*
  * ThreadSanitizer tracks memory by virtual address. When both ends of a
  * connection live in one process (tests do that), each ring is mapped
@@ -263,35 +258,28 @@ static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
 
 /*
  * Before our work is flushed, make sure the peer is not copying into our
- * memory: after this no copy starts, and we wait out one that runs (a
- * peer that died mid-copy, or never clears the flag, is given up on after
- * RDMX_SHM_CMA_WAIT_US). Runs with the connection's lock held.
+ * memory: after this no copy starts, and we wait out one that runs.
+ * Runs with the connection's lock held.
  */
-#define RDMX_SHM_CMA_WAIT_US (1000 * 1000)
-
 static void rdmx_shm_shutdown(struct rdmx_sw_conn *c)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
-	uint64_t until = rdmx_now_us() + RDMX_SHM_CMA_WAIT_US;
-	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
 
 	atomic_store_explicit(&p->rx->closed, 1, memory_order_release);
 	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_cma. */
 	atomic_store(&p->tx->closed, 1);
-	while (atomic_load(&p->tx->cma_busy) && poll(&pfd, 1, 0) == 0) {
-		if (rdmx_now_us() > until) {
-			rdmx_warn(
-				"shm connection to %s: the peer still copies "
-				"to or from this process's memory %d ms after "
-				"close; giving up on it",
-				c->base.info.peer_addr,
-				RDMX_SHM_CMA_WAIT_US / 1000);
-			break;
-		}
-		sched_yield();
-	}
+	rdmx_shm_copy_wait(p, c->base.info.peer_addr, "close");
 	rdmx_shm_ring_door(p->peer_door);
 	shutdown(p->ctl, SHUT_RDWR);
+}
+
+static void rdmx_shm_seal(struct rdmx_sw_conn *c)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+
+	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_direct. */
+	atomic_store(&p->tx->sealed, 1);
+	rdmx_shm_copy_wait(p, c->base.info.peer_addr, "cutting it off");
 }
 
 static void rdmx_shm_destroy(struct rdmx_sw_conn *c)
@@ -309,7 +297,9 @@ const struct rdmx_sw_pipe rdmx_shm_pipe = {
 	.arm = rdmx_shm_arm,
 	.pull = rdmx_shm_pull,
 	.push = rdmx_shm_push,
+	.direct = rdmx_shm_direct,
 	.ready = rdmx_shm_ready,
+	.seal = rdmx_shm_seal,
 	.shutdown = rdmx_shm_shutdown,
 	.destroy = rdmx_shm_destroy,
 };

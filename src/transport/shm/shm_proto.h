@@ -30,7 +30,7 @@
 #include "bytes.h"
 
 #define RDMX_SHM_MAGIC 0x52444d53u /* "RDMS" */
-#define RDMX_SHM_VERSION 2
+#define RDMX_SHM_VERSION 3
 #define RDMX_SHM_RING_HDR 4096
 
 struct rdmx_shm_ring {
@@ -38,6 +38,10 @@ struct rdmx_shm_ring {
 	uint32_t version;
 	uint64_t size;
 	uint64_t id; /* random; names the ring for ThreadSanitizer */
+	/* The owner's grant table (core/mem.h) for mapped one-sided access:
+	 * its descriptor in the owner (-1: none) and its inode. */
+	int32_t grants_fd;
+	uint64_t grants_ino;
 	/* Producer's line. */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes ever written */
 	_Atomic uint32_t producer_waiting; /* set and cleared by the producer:
@@ -46,12 +50,18 @@ struct rdmx_shm_ring {
 	_Alignas(64) _Atomic uint64_t head; /* bytes ever read */
 	_Atomic uint32_t consumer_waiting; /* ring the doorbell on input */
 	_Atomic uint32_t closed; /* either side shut down */
+	/* The producer ends the connection (it cut the consumer off): no
+	 * more mapped access to its memory, though frames still come. */
+	_Atomic uint32_t sealed;
 	/*
-	 * The consumer (a target) is copying to or from the producer's memory
-	 * (single copy). With `closed`, a Dekker pair: the target stores
-	 * busy, then loads closed; the producer, shutting down, stores
-	 * closed, then waits for busy to clear. So once the producer's close
-	 * returns, no copy into its memory is running or will start.
+	 * The consumer is copying to or from the producer's memory: as the
+	 * target of a single-copy request (CMA), or as an initiator that
+	 * mapped the producer's memory (shm_map.c). With `closed`, a Dekker
+	 * pair: the copier stores busy, then loads closed; the producer,
+	 * shutting down, stores closed, then waits for busy to clear. So
+	 * once the producer's close returns, no copy into its memory is
+	 * running or will start. With a grant's seq, the same for
+	 * rdmx_mr_dereg (core/mem.h).
 	 */
 	_Atomic uint32_t cma_busy;
 };

@@ -50,6 +50,16 @@ struct rdmx_sw_pipe {
 	ssize_t (*push)(struct rdmx_sw_conn *c, const struct iovec *local,
 			int nlocal, const struct iovec *remote, int nremote);
 	/*
+	 * Optional: do the one-sided request @wr (a WRITE, READ or atomic of
+	 * @total bytes) on the peer's memory ourselves, now, if the peer
+	 * granted us a mapping of it: data moved and results placed, true.
+	 * False: send it as usual (the target then checks and answers it).
+	 * Called only while nothing of the connection's is posted or in
+	 * flight, so the request stays in order.
+	 */
+	bool (*direct)(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
+		       uint64_t total);
+	/*
 	 * Optional: (dis)arm the peer's wake-ups for input. Disarmed, the
 	 * peer may skip them (a spinning caller sees input anyway); arming
 	 * is followed by a seq_cst fence and a ready() check by the engine.
@@ -67,6 +77,12 @@ struct rdmx_sw_pipe {
 	 * retransmitted frames, not by one keepalive a lost packet kills.
 	 */
 	bool (*alive)(struct rdmx_sw_conn *c);
+	/*
+	 * Optional: the connection is about to end, its last frames still
+	 * to go out: from now on the peer touches none of our memory
+	 * directly (and a copy of its that runs has ended on return).
+	 */
+	void (*seal)(struct rdmx_sw_conn *c);
 	/* The connection died: stop both directions (fds stay open). */
 	void (*shutdown)(struct rdmx_sw_conn *c);
 	/* Last reference gone: close fds, unmap, free pipe state. */
@@ -306,6 +322,24 @@ struct rdmx_sw_srq {
 
 extern const struct rdmx_srq_ops rdmx_sw_srq_ops;
 
+/*
+ * A target's atomic on @p: fetch-and-add @a0 (@fadd), or compare with
+ * @a0 and swap in @a1. The CPU's atomics: atomic against every other
+ * initiator's, whichever way (engine or mapping) they come. Returns the
+ * value before.
+ */
+static inline uint64_t rdmx_sw_atomic(uint64_t *p, bool fadd, uint64_t a0,
+				      uint64_t a1)
+{
+	uint64_t old = a0;
+
+	if (fadd)
+		return __atomic_fetch_add(p, a0, __ATOMIC_SEQ_CST);
+	__atomic_compare_exchange_n(p, &old, a1, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	return old;
+}
+
 /* Is @mr among the @n registrations of @use? */
 static inline bool rdmx_sw_uses(struct rdmx_mr *const *use, int n,
 				const struct rdmx_mr *mr)
@@ -375,6 +409,13 @@ rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn);
 /* Look up by epoll key and take a reference; NULL if closed. No lock. */
 struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key);
 void rdmx_sw_conn_put(struct rdmx_sw_conn *c); /* no lock held */
+/*
+ * Request @wr_id is done with @st: complete it unless it succeeded
+ * unsignaled (then its send queue slot, counted in `outstanding`, is held
+ * for the next completion, as on a NIC).
+ */
+void rdmx_sw_done(struct rdmx_sw_conn *c, uint64_t wr_id, enum rdmx_opcode op,
+		  bool unsignaled, rdmx_status st, uint32_t len);
 /* Kill the connection: every queued request and RECV completes with @st. */
 void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st);
 void rdmx_sw_complete(struct rdmx_sw_conn *c, uint64_t wr_id,

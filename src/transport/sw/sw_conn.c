@@ -265,6 +265,18 @@ void rdmx_sw_complete(struct rdmx_sw_conn *c, uint64_t wr_id,
 	rdmx_cq_push(c->base.cq, &wc);
 }
 
+void rdmx_sw_done(struct rdmx_sw_conn *c, uint64_t wr_id, enum rdmx_opcode op,
+		  bool unsignaled, rdmx_status st, uint32_t len)
+{
+	if (!st && unsignaled) {
+		c->unsignaled_held++; /* its slot is the next completion's */
+		return;
+	}
+	c->outstanding -= 1 + c->unsignaled_held;
+	c->unsignaled_held = 0;
+	rdmx_sw_complete(c, wr_id, op, st, st ? 0 : len, 0);
+}
+
 static void rdmx_sw_flush_queue(struct rdmx_sw_conn *c, struct rdmx_sw_queue *q,
 				rdmx_status st)
 {

@@ -344,6 +344,25 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 		rdmx_sw_op_byref(op, wr);
 }
 
+/*
+ * A one-sided request the pipe can do itself on the peer's memory: only
+ * while nothing of ours is posted or in flight (it would overtake it).
+ */
+static bool rdmx_sw_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
+			   uint64_t total)
+{
+	const struct rdmx_sw_pipe *pipe = c->tctx->tp->pipe;
+
+	if (!pipe->direct || c->sq.head || c->inflight.head || !total ||
+	    wr->opcode == RDMX_OP_SEND || wr->opcode == RDMX_OP_WRITE_IMM ||
+	    !pipe->direct(c, wr, total))
+		return false;
+	c->outstanding++;
+	rdmx_sw_done(c, wr->wr_id, wr->opcode, wr->flags & RDMX_WR_UNSIGNALED,
+		     RDMX_OK, (uint32_t)total);
+	return true;
+}
+
 rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
@@ -365,6 +384,8 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 		st = RDMX_ERR_CONN_LOST;
 	else if (c->outstanding >= c->base.ctx->cfg.conn_max_send_wr)
 		st = RDMX_ERR_AGAIN;
+	else if (rdmx_sw_direct(c, wr, total))
+		goto out;
 	else if (!(op = rdmx_sw_cache_get(&c->ops, sizeof(*op))))
 		st = RDMX_ERR_NOMEM;
 	else
@@ -383,6 +404,7 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 		c->sq_needy += op->needs_credit;
 		rdmx_sw_tx_progress(c);
 	}
+out:
 	rdmx_sw_unlock(c);
 	return st;
 }

@@ -141,6 +141,9 @@ static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code,
 		  "(conn.max_access_errors %llu); cutting the peer off",
 		  c->base.ops->name, c->base.info.peer_addr, c->access_errors,
 		  (unsigned long long)max);
+	/* Nothing the peer does after it hears the NAK may land. */
+	if (c->tctx->tp->pipe->seal)
+		c->tctx->tp->pipe->seal(c);
 	rdmx_sw_tx_progress(c);
 	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
@@ -155,14 +158,7 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 		c->inflight.tail = NULL;
 	c->inflight_n--;
 	c->inflight_reads -= rdmx_sw_op_reads(op);
-	if (st || !op->unsignaled) {
-		c->outstanding -= 1 + c->unsignaled_held;
-		c->unsignaled_held = 0;
-		rdmx_sw_complete(c, op->wr_id, op->opcode, st, st ? 0 : op->len,
-				 0);
-	} else {
-		c->unsignaled_held++; /* its slot is the next completion's */
-	}
+	rdmx_sw_done(c, op->wr_id, op->opcode, op->unsignaled, st, op->len);
 	op->in_q = false;
 	rdmx_sw_op_drop(c, op);
 }
@@ -355,7 +351,7 @@ static void rdmx_sw_rx_atomic(struct rdmx_sw_conn *c)
 	struct rdmx_sw_hdr a = { .type = RDMX_SW_ATOMIC_RESP, .seq = h->seq };
 	enum rdmx_refusal why = RDMX_REFUSED_ALIGN;
 	struct rdmx_mr *mr = NULL;
-	uint64_t *p, old;
+	uint64_t old;
 
 	if (!(h->addr & 7))
 		mr = rdmx_mr_acquire(c->base.ctx, h->rkey, h->addr, 8,
@@ -364,15 +360,8 @@ static void rdmx_sw_rx_atomic(struct rdmx_sw_conn *c)
 		rdmx_sw_nak(c, h->seq, RDMX_SW_NAK_ACCESS, why);
 		return;
 	}
-	/* Hardware atomics: atomic against every other initiator's too. */
-	p = (uint64_t *)(uintptr_t)h->addr;
-	if (h->op == RDMX_SW_FETCH_ADD) {
-		old = __atomic_fetch_add(p, h->arg0, __ATOMIC_SEQ_CST);
-	} else {
-		old = h->arg0;
-		__atomic_compare_exchange_n(p, &old, h->arg1, false,
-					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-	}
+	old = rdmx_sw_atomic((uint64_t *)(uintptr_t)h->addr,
+			     h->op == RDMX_SW_FETCH_ADD, h->arg0, h->arg1);
 	rdmx_mr_release(mr);
 	a.arg0 = old;
 	if (!rdmx_sw_answer(c, &a, NULL, NULL))

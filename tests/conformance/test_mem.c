@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: memory from rdmx_mem_alloc: its errors, and one-sided
+ * requests that land in it while the target's CPU does nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+enum {
+	PAGE = 4096,
+	DATA = 0, /* a page the parent WRITEs, then READs back */
+	COUNTER = 2 * PAGE, /* fetch-added twice, then swapped */
+	MARKER = 3 * PAGE, /* the parent's last WRITE: check now */
+	SIZE = 4 * PAGE,
+	SEED = 3,
+	DONE = 0xd0,
+};
+
+static const unsigned all_access =
+	RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+	RDMX_ACCESS_REMOTE_READ | RDMX_ACCESS_REMOTE_ATOMIC;
+
+static void test_mem_alloc_errors(void **state)
+{
+	struct side s;
+	struct rdmx_mr *mr;
+	void *p, *h;
+	int x;
+
+	(void)state;
+	side_open(&s);
+	assert_int_equal(rdmx_mem_alloc(NULL, 64, 0, &p), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_mem_alloc(s.ctx, 64, 0, NULL), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_mem_alloc(s.ctx, 0, 0, &p), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_mem_alloc(s.ctx, 64, 0x10, &p), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_mem_free(s.ctx, NULL), RDMX_OK);
+	assert_int_equal(rdmx_mem_free(s.ctx, &x), RDMX_ERR_INVALID);
+
+	assert_int_equal(rdmx_mem_alloc(s.ctx, 100, 0, &p), RDMX_OK);
+	assert_int_equal((uintptr_t)p % PAGE, 0);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(((uint8_t *)p)[i], 0);
+	/* Huge pages where the system has them, ordinary ones where not:
+	 * memory either way. */
+	assert_int_equal(rdmx_mem_alloc(s.ctx, 3 << 20, RDMX_MEM_HUGE, &h),
+			 RDMX_OK);
+	memset(h, 0x77, 3 << 20);
+	assert_int_equal(rdmx_mem_free(s.ctx, (uint8_t *)p + 1),
+			 RDMX_ERR_INVALID);
+
+	/* A registration inside keeps it, as it keeps the context. */
+	assert_int_equal(rdmx_mr_reg(s.ctx, (uint8_t *)p + 8, 16, all_access,
+				     &mr),
+			 RDMX_OK);
+	assert_int_equal(rdmx_mem_free(s.ctx, p), RDMX_ERR_BUSY);
+	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	assert_int_equal(rdmx_cq_destroy(s.cq), RDMX_OK);
+	assert_int_equal(rdmx_ctx_destroy(s.ctx), RDMX_ERR_BUSY);
+	assert_int_equal(rdmx_mem_free(s.ctx, p), RDMX_OK);
+	assert_int_equal(rdmx_mem_free(s.ctx, p), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_mem_free(s.ctx, h), RDMX_OK);
+	assert_int_equal(rdmx_ctx_destroy(s.ctx), RDMX_OK);
+}
+
+/*
+ * The target: no progress thread, and after handing over its descriptor
+ * it never calls rdmx again; it watches its memory until the marker comes,
+ * then checks what landed there.
+ */
+static int idle_target(int port, int flag)
+{
+	struct side c;
+	struct rdmx_conn *conn;
+	struct rdmx_remote rem;
+	struct buf desc;
+	struct rdmx_mr *mr;
+	struct rdmx_sge s;
+	uint8_t *m;
+	void *p;
+
+	(void)flag;
+	setenv("RDMX_PROGRESS_THREAD", "off", 1);
+	side_open(&c);
+	conn = side_connect(&c, port);
+	if (rdmx_mem_alloc(c.ctx, SIZE, 0, &p) ||
+	    rdmx_mr_reg(c.ctx, p, SIZE, all_access, &mr))
+		return 2;
+	m = p;
+	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, 0);
+	rdmx_mr_remote(mr, &rem);
+	rdmx_remote_pack(&rem, desc.p);
+	s = sge_of(&desc, 0, desc.len);
+	if (rdmx_post_send(conn, &s, 0) || wait_wc(c.cq).status)
+		return 3;
+	for (int i = 0; __atomic_load_n(&m[MARKER], __ATOMIC_ACQUIRE) != DONE;
+	     i++) {
+		if (i > 30000 * time_scale())
+			return 4; /* 30 s: nothing came */
+		usleep(1000);
+	}
+	assert_pattern(m + DATA, PAGE, SEED, 0);
+	if (*(uint64_t *)(m + COUNTER) != 77)
+		return 5;
+	return 0;
+}
+
+/* One request of @op on the target's memory at @off; its completion. */
+static struct rdmx_completion one(struct pair *p, struct rdmx_sge *s,
+				  enum rdmx_opcode op,
+				  const struct rdmx_remote *rem, uint64_t off,
+				  uint64_t add, uint64_t swap)
+{
+	struct rdmx_wr wr = { .opcode = op,
+			      .sg_list = s,
+			      .num_sge = 1,
+			      .remote_addr = rem->addr + off,
+			      .rkey = rem->rkey,
+			      .compare_add = add,
+			      .swap = swap };
+
+	assert_int_equal(rdmx_post(p->sconn, &wr), RDMX_OK);
+	return expect_wc(p->s.cq, RDMX_OK, op);
+}
+
+/*
+ * WRITE, READ, fetch-add and compare-and-swap on the memory of a process
+ * that does not run rdmx at all meanwhile (no thread, no poll): over shm
+ * the initiator maps it; a NIC needs no CPU either. Over tcp the target's
+ * engine must run: skipped.
+ */
+static void test_mem_one_sided_without_target_cpu(void **state)
+{
+	struct pair p = { 0 };
+	struct rdmx_conn_attr attr = { 0 };
+	struct buf data, word, desc;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	pid_t pid;
+
+	(void)state;
+	if (!strcmp(suite_transport(), "tcp"))
+		suite_skip("tcp: the target's engine serves every request");
+	side_open(&p.s);
+	pid = spawn("idle_target", side_listen(&p.s, &p.lst), 0);
+	attr.cq = p.s.cq;
+	assert_int_equal(rdmx_accept(p.lst, &attr, T_TIMEOUT_MS, &p.sconn),
+			 RDMX_OK);
+	buf_alloc(&p.s, &desc, RDMX_REMOTE_PACKED_LEN, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&desc, 0, desc.len);
+	assert_int_equal(rdmx_post_recv(p.sconn, &s, 1, 0), RDMX_OK);
+	expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV);
+	assert_int_equal(rdmx_remote_unpack(desc.p, desc.len, &rem), RDMX_OK);
+
+	buf_alloc(&p.s, &data, PAGE, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &word, 8, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&data, SEED);
+	s = sge_of(&data, 0, PAGE);
+	one(&p, &s, RDMX_OP_WRITE, &rem, DATA, 0, 0);
+	memset(data.p, 0, PAGE);
+	one(&p, &s, RDMX_OP_READ, &rem, DATA, 0, 0);
+	assert_pattern(data.p, PAGE, SEED, 0);
+	s = sge_of(&word, 0, 8);
+	for (uint64_t i = 0; i < 2; i++) {
+		one(&p, &s, RDMX_OP_FETCH_ADD, &rem, COUNTER, 5, 0);
+		assert_int_equal(*(uint64_t *)word.p, 5 * i);
+	}
+	one(&p, &s, RDMX_OP_CMP_SWAP, &rem, COUNTER, 10, 77);
+	assert_int_equal(*(uint64_t *)word.p, 10);
+	one(&p, &s, RDMX_OP_READ, &rem, COUNTER, 0, 0);
+	assert_int_equal(*(uint64_t *)word.p, 77);
+	/* The marker: the target checks its memory and exits. */
+	memset(word.p, DONE, 8);
+	one(&p, &s, RDMX_OP_WRITE, &rem, MARKER, 0, 0);
+	reap_ok(pid);
+
+	rdmx_conn_close(p.sconn);
+	p.sconn = NULL;
+	buf_free(&data);
+	buf_free(&word);
+	buf_free(&desc);
+	rdmx_listener_close(p.lst);
+	side_close(&p.s);
+}
+
+static const struct child children[] = {
+	{ "idle_target", idle_target },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mem_alloc_errors),
+		cmocka_unit_test(test_mem_one_sided_without_target_cpu),
+	};
+
+	harness_children(argc, argv, children);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
