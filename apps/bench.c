@@ -14,8 +14,10 @@
  * else is needed for timing; for one-sided ops the client SENDs 8 bytes of
  * "finished" at the end, since the server saw none of them.
  *
- * Buffers: `depth` slots of `size` bytes for bandwidth; for write latency
- * two slots, [0] that the peer writes into and [1] that we write from.
+ * Buffers: for send bandwidth `depth` slots of `size` bytes (a RECV
+ * each); for one-sided bandwidth one slot that every request uses, as
+ * perftest and ucx_perftest do; for write latency two slots, [0] that
+ * the peer writes into and [1] that we write from.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -172,7 +174,9 @@ static rdmx_status bench_serve_write_lat(struct cli_session *s,
 /* The number of slots a side needs. */
 static uint64_t bench_slots(const struct bench_opts *o)
 {
-	return o->bw ? o->depth : 2;
+	if (o->bw)
+		return o->op == B_SEND ? o->depth : 1;
+	return 2;
 }
 
 /* Serve the run whose header (the client's message) is in s->in. */
@@ -245,7 +249,7 @@ static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
 			      struct cli_buf *b, const struct rdmx_remote *rem,
 			      uint64_t i)
 {
-	uint64_t slot = o->bw ? i % o->depth : 0;
+	uint64_t slot = o->bw ? i % bench_slots(o) : 0;
 	struct rdmx_sge sg = { b->p + slot * o->size, (uint32_t)o->size,
 			       b->mr };
 	uint64_t raddr = rem->addr + slot * o->size;
@@ -710,6 +714,10 @@ static void bench_usage(FILE *f)
 		"      --transport T auto, verbs, shm or tcp (as RDMX_TRANSPORT)\n"
 		"      --cpu N       run on CPU N (progress.cpu places rdmx's\n"
 		"                    progress threads)\n"
+		"      --mem HOW     mapped (default): buffers from\n"
+		"                    rdmx_mem_alloc, which a shm peer maps and\n"
+		"                    serves one-sided requests on itself;\n"
+		"                    malloc: the heap, served by the target\n"
 		"      --metrics [ADDR:]PORT  serve Prometheus /metrics and JSON\n"
 		"                    /status there: the loopback unless ADDR is\n"
 		"                    named (0: any port, printed); 32\n"
@@ -741,6 +749,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "use_srq", no_argument, NULL, 8 },
 		{ "cpu", required_argument, NULL, 9 },
 		{ "wait", required_argument, NULL, 10 },
+		{ "mem", required_argument, NULL, 11 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -750,6 +759,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	*o = (struct bench_opts){
 		.op = B_SEND, .size = 8, .iters = 10000, .depth = 64, .cpu = -1
 	};
+	cli_buf_mapped = true;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:n:t:c:D:ah", lo, NULL)) != -1) {
 		switch (c) {
@@ -839,6 +849,15 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 						"sleep or fd)",
 						optarg);
 			break;
+		case 11:
+			if (strcmp(optarg, "mapped") &&
+			    strcmp(optarg, "malloc"))
+				return cli_fail("bench",
+						"unknown --mem '%s' (mapped "
+						"or malloc)",
+						optarg);
+			cli_buf_mapped = !strcmp(optarg, "mapped");
+			break;
 		case 'h':
 			bench_usage(stdout);
 			return -1;
@@ -881,8 +900,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	if (!o->iters || !o->depth || o->depth > 4096)
 		return cli_fail("bench", "--iters must be at least 1 and "
 					 "--tx-depth 1..4096");
-	if ((o->all ? BENCH_ALL_MAX : o->size) * (o->bw ? o->depth : 2) >
-	    BENCH_MAX_BUF)
+	if ((o->all ? BENCH_ALL_MAX : o->size) * bench_slots(o) > BENCH_MAX_BUF)
 		return cli_fail("bench", "--size x --tx-depth must stay within "
 					 "1g (the buffer each side registers)");
 	return 0;

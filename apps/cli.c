@@ -254,22 +254,39 @@ int cli_client_open(const char *cmd, struct cli_session *s, const char *config,
 	return 0;
 }
 
+bool cli_buf_mapped;
+
 rdmx_status cli_buf_alloc(struct cli_session *s, struct cli_buf *b, size_t len,
 			  unsigned access)
 {
+	void *p = NULL;
+	rdmx_status st;
+
 	b->len = len < 8 ? 8 : len;
 	b->mr = NULL;
-	b->p = aligned_alloc(64, (b->len + 63) & ~(size_t)63);
-	if (!b->p)
-		return RDMX_ERR_NOMEM;
-	memset(b->p, 0, b->len);
+	b->mem = NULL;
+	if (cli_buf_mapped) {
+		st = rdmx_mem_alloc(s->ctx, b->len, 0, &p);
+		if (st)
+			return st;
+		b->mem = s->ctx;
+	} else {
+		p = aligned_alloc(64, (b->len + 63) & ~(size_t)63);
+		if (!p)
+			return RDMX_ERR_NOMEM;
+		memset(p, 0, b->len);
+	}
+	b->p = p;
 	return rdmx_mr_reg(s->ctx, b->p, b->len, access, &b->mr);
 }
 
 void cli_buf_free(struct cli_buf *b)
 {
 	rdmx_mr_dereg(b->mr);
-	free(b->p);
+	if (b->mem)
+		rdmx_mem_free(b->mem, b->p);
+	else
+		free(b->p);
 	memset(b, 0, sizeof(*b));
 }
 

@@ -97,12 +97,19 @@ rdmx_status cli_connect(struct cli_session *s, const char *addr);
 int cli_client_open(const char *cmd, struct cli_session *s, const char *config,
 		    const char *addr);
 
-/* A registered data buffer, zeroed, 64-byte aligned, at least 8 bytes. */
+/*
+ * A registered data buffer, zeroed, 64-byte aligned, at least 8 bytes:
+ * from rdmx_mem_alloc while cli_buf_mapped (a same-host peer then does
+ * one-sided requests on it itself), else from the heap.
+ */
 struct cli_buf {
 	uint8_t *p;
 	size_t len;
 	struct rdmx_mr *mr;
+	struct rdmx_ctx *mem; /* rdmx_mem_alloc's context, or NULL */
 };
+
+extern bool cli_buf_mapped;
 
 rdmx_status cli_buf_alloc(struct cli_session *s, struct cli_buf *b, size_t len,
 			  unsigned access);

@@ -8,10 +8,14 @@
 # one-sided writes at 64 KiB and 1 MiB (rdmx write --bw / ucx ucp_put_bw).
 # Every tool spins. Servers run on CPU 0, clients on CPU 1, inside a network
 # namespace that holds only loopback (the peers bind the wildcard address).
-# fi_pingpong reports averages only; its columns say "avg".
+# fi_pingpong reports averages only; its columns say "avg". rdmx's buffers
+# come from rdmx_mem_alloc (bench's default): over shm the initiator maps
+# the target's and does one-sided requests itself. Bandwidth runs, as
+# perftest's and ucx_perftest's, reuse one buffer.
 #
 # After those rows, in the same run: READ 4 KiB (rdmx read / ucp_get) and
-# fetch-add (rdmx atomic / ucp_fadd) with p99.9; the limits of this host,
+# fetch-add (rdmx atomic / ucp_fadd) with p99.9; shm with heap buffers
+# (malloc: the target's engine serves each request); the limits of this host,
 # measured by the project's own programs (build/bench: a spinning shared
 # cache line ping-pong, spinning and blocking TCP ping-pongs, memcpy); and
 # sleeping waiters: rdmx's READ with the measuring side asleep (in
@@ -59,14 +63,18 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 next_port() { port=$((port + 1)); }
 
-# rdmx TRANSPORT ARGS... -> the client's JSON line
+# rdmx_run TRANSPORT ARGS... -> the client's JSON line. Buffers from
+# rdmx_mem_alloc on both sides (bench's default), or with MEM=malloc from
+# the heap on both.
 rdmx_run() {
 	local t=$1
 	shift
 	next_port
-	RDMX_TRANSPORT=$t taskset -c 0 "$RDMX" bench ":$port" --once >"$tmp/srv" 2>&1 &
+	RDMX_TRANSPORT=$t taskset -c 0 "$RDMX" bench ":$port" --once \
+		--mem "${MEM:-mapped}" >"$tmp/srv" 2>&1 &
 	sleep 0.2
-	RDMX_TRANSPORT=$t timeout 120 taskset -c 1 "$RDMX" bench "127.0.0.1:$port" --json "$@" 2>/dev/null || true
+	RDMX_TRANSPORT=$t timeout 120 taskset -c 1 "$RDMX" bench "127.0.0.1:$port" --json \
+		--mem "${MEM:-mapped}" "$@" 2>/dev/null || true
 	wait 2>/dev/null || true
 }
 jget() { python3 -c 'import json,sys
@@ -239,6 +247,19 @@ for tr in shm tcp; do
 	done
 done
 
+# shm with heap buffers: no mapping, the target's engine serves each
+# request (the path of memory from malloc).
+head_row "shm: heap buffers (engine)"
+j=$(MEM=malloc rdmx_run shm --op read -s 4096 -n $NL)
+row "read 4096 B p50 us" "$(jget lat_us.median <<<"$j")"
+row "read 4096 B p99 us" "$(jget lat_us.p99 <<<"$j")"
+j=$(MEM=malloc rdmx_run shm --op atomic -n $NL)
+row "fadd 8 B p50 us" "$(jget lat_us.median <<<"$j")"
+j=$(MEM=malloc rdmx_run shm --op write -s 8 -n $NL)
+row "write 8 B p50 us" "$(jget lat_us.median <<<"$j")"
+j=$(MEM=malloc rdmx_run shm --op write --bw -s 65536 -n $NB64 -t 64)
+row "write 65536 B GB/s" "$(jget gb_per_s <<<"$j")"
+
 # The host's limits, by the project's own programs (build/bench), spinning.
 BIN=build/bench
 tcp_pp() { # SIZE ITERS [--spin] -> its JSON line (one-way latency)
@@ -264,12 +285,14 @@ done < <(taskset -c 1 "$BIN/memcpy_bw" 0.3)
 # Sleeping waiters: the measuring side sleeps for each completion (the
 # server spins, as a NIC serves a READ), beside a blocking TCP ping-pong
 # whose each one-way message is one cross-core wake-up: the goal is one.
+# Heap buffers: on mapped ones a shm READ completes as it is posted, and
+# nobody sleeps.
 head_row "sleeping waiters" "tcp-block"
 j=$(tcp_pp 4096 $((NL / 4)))
 bm=$(jget lat_us.median <<<"$j") bp=$(jget lat_us.p99 <<<"$j")
 for tr in shm tcp; do
 	for w in sleep fd; do
-		j=$(RDMX_PROGRESS_WAIT_SPIN=0 rdmx_run $tr --op read -s 4096 -n $((NL / 4)) --wait $w)
+		j=$(MEM=malloc RDMX_PROGRESS_WAIT_SPIN=0 rdmx_run $tr --op read -s 4096 -n $((NL / 4)) --wait $w)
 		row "$tr read 4096 B $w p50 us" "$(jget lat_us.median <<<"$j")" "$bm"
 		row "$tr read 4096 B $w p99 us" "$(jget lat_us.p99 <<<"$j")" "$bp"
 	done

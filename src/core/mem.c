@@ -20,7 +20,8 @@
 static int rdmx_mem_memfd(const char *name, size_t len, unsigned mfd_flags,
 			  void **addr_p)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
+	int fd =
+		memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
 	void *p;
 	int err;
 
@@ -220,14 +221,13 @@ void rdmx_mem_grant(struct rdmx_ctx *ctx, struct rdmx_mr *mr)
 		return;
 	mr->mem = b;
 	b->nmrs++;
-	if (!(mr->access & remote) || !mr->length ||
-	    rdmx_mem_table_locked(ctx))
+	if (!(mr->access & remote) || !mr->length || rdmx_mem_table_locked(ctx))
 		return;
 	for (uint32_t i = 0; i < RDMX_MEM_PROBE; i++) {
 		uint32_t slot = (rdmx_mem_home(mr->rkey) + i) % RDMX_MEM_GRANTS;
 		struct rdmx_mem_grant *g = &ctx->mem_table->g[slot];
-		uint64_t s = atomic_load_explicit(&g->seq,
-						  memory_order_relaxed);
+		uint64_t s =
+			atomic_load_explicit(&g->seq, memory_order_relaxed);
 
 		if (g->rkey)
 			continue;
@@ -274,9 +274,10 @@ bool rdmx_mem_find(const struct rdmx_mem_table *t, uint64_t rkey,
 
 	for (uint32_t i = 0; i < RDMX_MEM_PROBE; i++) {
 		struct rdmx_mem_grant *g =
-			(struct rdmx_mem_grant *)&t->g[(home + i) % RDMX_MEM_GRANTS];
-		uint64_t s1 = atomic_load_explicit(&g->seq,
-						   memory_order_acquire);
+			(struct rdmx_mem_grant *)&t
+				->g[(home + i) % RDMX_MEM_GRANTS];
+		uint64_t s1 =
+			atomic_load_explicit(&g->seq, memory_order_acquire);
 
 		if ((s1 & 1) || rdmx_mem_get(g->rkey) != rkey)
 			continue;

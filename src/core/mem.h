@@ -35,8 +35,9 @@
 
 #define RDMX_MEM_MAGIC 0x52444d47u /* "RDMG" */
 #define RDMX_MEM_VERSION 1
-#define RDMX_MEM_GRANTS 1024 /* entries; registrations past it are not
-			      * granted (their peers use the engine) */
+#define RDMX_MEM_GRANTS                                                        \
+	1024 /* entries; registrations past it are not                         \
+	      * granted (their peers use the engine) */
 #define RDMX_MEM_PROBE 8 /* an rkey's entry is within this many of its home */
 
 struct rdmx_mem_grant {

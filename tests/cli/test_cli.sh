@@ -304,6 +304,20 @@ assert d["wait"]==sys.argv[2] and d["op"]=="read" and d["iters"]==200 and d["lat
 		bad "bench --wait $w"
 	fi
 done
+# --mem: mapped buffers (the default) and heap ones, both sides, over shm.
+for m in mapped malloc; do
+	start "$rdmx" bench :0 --once --mem $m
+	if RDMX_TRANSPORT=shm run "bench --mem $m" 0 "$rdmx" bench "127.0.0.1:$port" \
+		--op read -s 4k -n 200 --mem $m --json &&
+		python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["transport"]=="shm" and d["iters"]==200 and d["lat_us"]["median"] > 0' \
+			"$tmp/out" && wait "$server"; then
+		ok "bench --mem $m: read latency over shm"
+	else
+		bad "bench --mem $m"
+	fi
+done
+one_line "bench --mem unknown" "unknown --mem 'huge'" "$rdmx" bench 127.0.0.1:1 --mem huge
 one_line "bench --wait for write" "write latency is seen by spinning" "$rdmx" bench 127.0.0.1:1 --op write --wait fd
 one_line "bench --wait unknown" "unknown --wait 'nap'" "$rdmx" bench 127.0.0.1:1 --wait nap
 start "$rdmx" bench :0 --once

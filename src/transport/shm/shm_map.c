@@ -83,7 +83,8 @@ void rdmx_shm_mr_revoke(void *priv, struct rdmx_mr *mr)
 		pthread_mutex_lock(&rdmx_shm_all_lock);
 		for (struct rdmx_shm_pipe *p = rdmx_shm_all; p; p = p->all_next)
 			if (p->ctx == mr->ctx && p->tx)
-				rdmx_shm_copy_wait(p, "a peer", "deregistration");
+				rdmx_shm_copy_wait(p, "a peer",
+						   "deregistration");
 		pthread_mutex_unlock(&rdmx_shm_all_lock);
 	}
 	rdmx_sw_mr_revoke(priv, mr);
@@ -97,8 +98,7 @@ static int rdmx_shm_take_fd(struct rdmx_shm_pipe *p, int fd)
 
 /* Is @fd a memfd sealed against shrinking, of inode @ino, @min bytes or
  * more? Its size in *size_p. */
-static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min,
-			   uint64_t *size_p)
+static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min, uint64_t *size_p)
 {
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -137,8 +137,7 @@ static bool rdmx_shm_grants(struct rdmx_shm_pipe *p)
 							"permitted (ptrace "
 							"rules)"
 						      : "pidfd_getfd failed");
-	if (!rdmx_shm_fd_is(fd, p->tx->grants_ino, sizeof(*p->grants),
-			    &size)) {
+	if (!rdmx_shm_fd_is(fd, p->tx->grants_ino, sizeof(*p->grants), &size)) {
 		close(fd);
 		return rdmx_shm_direct_off(p, "its grant table is not one");
 	}
@@ -249,7 +248,8 @@ bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 	struct rdmx_mem_view v;
 	uint8_t *base, *dst;
 
-	if (p->direct_off || p->peer_gone || (!p->grants && !rdmx_shm_grants(p)))
+	if (p->direct_off || p->peer_gone ||
+	    (!p->grants && !rdmx_shm_grants(p)))
 		return false;
 	/* Outside the grant: the target refuses it, and counts it. */
 	if (!rdmx_mem_find(p->grants, wr->rkey, &v) || at < v.addr ||
