@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "kv.h"
@@ -36,7 +35,8 @@ struct kv_slot {
 struct rdmx_kv_client {
 	struct rdmx_cq *cq;
 	struct rdmx_conn *conn;
-	uint8_t *buf;
+	struct rdmx_ctx *ctx;
+	uint8_t *buf; /* rdmx_mem_alloc: a same-host store maps it */
 	uint64_t buf_len;
 	struct rdmx_mr *buf_mr;
 	uint8_t *msgs; /* KV_DEPTH sends of KV_MSG, then the answers' RECVs */
@@ -588,6 +588,7 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 	size_t msgs = (size_t)KV_DEPTH * (KV_MSG + KV_ALIGN);
 	struct rdmx_conn_attr ca = { 0 };
 	struct rdmx_kv_client *c;
+	void *buf = NULL;
 	char full[280];
 	rdmx_status st;
 
@@ -612,15 +613,16 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 		snprintf(full, sizeof(full), "%s", addr);
 	c->free_cap = 2 * KV_DEPTH;
 	c->free = calloc(c->free_cap, sizeof(*c->free));
-	c->buf = mmap(NULL, c->buf_len, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	c->ctx = ctx;
+	/* Over shm the store WRITEs values into it, and READs large PUTs
+	 * from it, itself: this process's CPU takes no part. */
+	st = rdmx_mem_alloc(ctx, c->buf_len, 0, &buf);
+	c->buf = buf;
 	c->msgs = aligned_alloc(KV_ALIGN, msgs);
-	if (!c->free || c->buf == MAP_FAILED || !c->msgs) {
-		if (c->buf == MAP_FAILED)
-			c->buf = NULL;
+	if (!st && (!c->free || !c->msgs))
 		st = RDMX_ERR_NOMEM;
+	if (st)
 		goto err;
-	}
 	c->free[0] =
 		(struct kv_ext){ 0, c->buf_len & ~(uint64_t)(KV_ALIGN - 1) };
 	c->nfree = 1;
@@ -658,8 +660,7 @@ void rdmx_kv_close(struct rdmx_kv_client *c)
 	rdmx_mr_dereg(c->buf_mr);
 	rdmx_mr_dereg(c->msgs_mr);
 	rdmx_cq_destroy(c->cq);
-	if (c->buf)
-		munmap(c->buf, c->buf_len);
+	rdmx_mem_free(c->ctx, c->buf);
 	free(c->msgs);
 	free(c->free);
 	free(c);
