@@ -244,11 +244,17 @@ bool suite_mem_mapped(void)
 
 void buf_alloc(struct side *side, struct buf *b, size_t len, unsigned access)
 {
+	buf_alloc_from(side, b, len, access, suite_mem_mapped());
+}
+
+void buf_alloc_from(struct side *side, struct buf *b, size_t len,
+		    unsigned access, bool mapped)
+{
 	void *p = NULL;
 
 	b->len = len;
 	b->mem = NULL;
-	if (suite_mem_mapped()) {
+	if (mapped) {
 		assert_int_equal(rdmx_mem_alloc(side->ctx, len ? len : 1, 0,
 						&p),
 				 RDMX_OK);

@@ -66,6 +66,9 @@ struct buf {
 
 /* Buffers come from rdmx_mem_alloc (RDMX_TEST_MEM=mapped), else malloc. */
 bool suite_mem_mapped(void);
+/* A buffer from rdmx_mem_alloc (@mapped) or malloc, whatever the suite's. */
+void buf_alloc_from(struct side *side, struct buf *b, size_t len,
+		    unsigned access, bool mapped);
 
 void side_open(struct side *side);
 void side_close(struct side *side);

@@ -3,6 +3,7 @@
  * Description: memory from rdmx_mem_alloc: its errors, and one-sided
  * requests that land in it while the target's CPU does nothing.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,82 @@ static void test_mem_one_sided_without_target_cpu(void **state)
 	side_close(&p.s);
 }
 
+struct hammer {
+	struct pair *p;
+	struct buf *src;
+	struct rdmx_remote rem;
+	atomic_int ok; /* WRITEs that completed well */
+	_Atomic rdmx_status end; /* the first that did not */
+	atomic_bool stop;
+};
+
+/* WRITE the region over and over until one fails. */
+static void *hammer_main(void *arg)
+{
+	struct hammer *h = arg;
+	struct rdmx_sge s = sge_of(h->src, 0, h->src->len);
+	struct rdmx_completion wc;
+
+	for (uint64_t i = 0; !atomic_load(&h->stop); i++) {
+		h->src->p[0] = (uint8_t)i;
+		if (rdmx_post_write(h->p->cconn, &s, h->rem.addr, h->rem.rkey,
+				    i)) {
+			h->end = RDMX_ERR_CONN_LOST;
+			return NULL;
+		}
+		wc = wait_wc(h->p->c.cq);
+		if (wc.status) {
+			h->end = wc.status;
+			return NULL;
+		}
+		atomic_fetch_add(&h->ok, 1);
+	}
+	return NULL;
+}
+
+/*
+ * rdmx_mr_dereg while a peer WRITEs the region as fast as it can (over
+ * shm on mapped memory, itself): once dereg returns, not one byte of the
+ * region changes, and the peer's next WRITE is refused.
+ */
+static void test_mem_dereg_stops_writes(void **state)
+{
+	enum { LEN = 64 * 1024 };
+	struct pair p;
+	struct buf dst, src;
+	struct hammer h = { .p = &p, .src = &src };
+	static uint8_t snap[LEN];
+	pthread_t t;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc_from(&p.s, &dst, LEN,
+		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
+		       true);
+	buf_alloc(&p.c, &src, LEN, 0);
+	h.rem = share_remote(&p, &dst);
+	assert_int_equal(pthread_create(&t, NULL, hammer_main, &h), 0);
+	while (atomic_load(&h.ok) < 1000 && !h.end)
+		usleep(100);
+	assert_int_equal(rdmx_mr_dereg(dst.mr), RDMX_OK);
+	dst.mr = NULL;
+	memcpy(snap, dst.p, LEN);
+	for (double t0 = now_s(); !h.end && now_s() - t0 < T_FLUSH_S;)
+		usleep(1000);
+	atomic_store(&h.stop, true);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (!h.end)
+		fail_msg("the peer still WRITEs the region after dereg");
+	usleep(20000);
+	assert_memory_equal(snap, dst.p, LEN);
+	print_message("%d WRITEs landed, then %s\n", atomic_load(&h.ok),
+		      rdmx_strerror(h.end));
+	assert_refused(p.cconn, h.end);
+	buf_free(&dst);
+	buf_free(&src);
+	pair_close(&p);
+}
+
 static const struct child children[] = {
 	{ "idle_target", idle_target },
 	{ NULL, NULL },
@@ -197,6 +274,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mem_alloc_errors),
 		cmocka_unit_test(test_mem_one_sided_without_target_cpu),
+		cmocka_unit_test(test_mem_dereg_stops_writes),
 	};
 
 	harness_children(argc, argv, children);
