@@ -108,6 +108,8 @@ struct rdmx_sw_ctx {
 	 */
 	_Atomic uint64_t app_poll_us;
 	atomic_bool backing_off;
+	/* Some connection holds ACKs back (rdmx_sw_release_acks). */
+	atomic_bool acks_held;
 
 	/*
 	 * epoll carries a key (generation << 32 | slot + 1), never a pointer:
@@ -242,6 +244,16 @@ struct rdmx_sw_conn {
 	/* transmit */
 	struct rdmx_sw_op *tx_head, *tx_tail;
 	size_t tx_off; /* bytes of tx_head already sent */
+	/*
+	 * ACKs only, held back after input a spinning caller handled (its
+	 * thread backing off): its answer (a reply SEND, the next request)
+	 * is likely posted before its next poll, and they go out together,
+	 * one write instead of two. The next progress call on the context
+	 * sends them anyway, as do idle(), close, and the thread before it
+	 * sleeps or when it takes over from a caller that stopped polling
+	 * (after progress.idle_after, at most RDMX_SW_LOOK_US late).
+	 */
+	bool may_hold, acks_held;
 
 	/* target */
 	uint32_t owed; /* the peer's requests whose answers have not left */
@@ -402,6 +414,9 @@ void rdmx_sw_timer_arm(struct rdmx_sw_ctx *tctx, bool on);
  * connections and srqs, revoked.
  */
 void rdmx_sw_mr_revoke(void *priv, struct rdmx_mr *mr);
+/* Call @fn on each live connection, its lock held; returns how many. */
+unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
+		      void (*fn)(struct rdmx_sw_conn *c, void *arg), void *arg);
 /* The engine's own EPOLLOUT arming, for pipes whose fd is the data fd. */
 void rdmx_sw_epoll_out(struct rdmx_sw_conn *c, bool want);
 void rdmx_sw_conn_close(struct rdmx_conn *conn);
@@ -437,6 +452,8 @@ rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq);
 /* Commit what credits allow, then send what the socket takes. */
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c);
+/* Send the ACKs connections hold back (every progress call; no lock). */
+void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx);
 /* Free @op once it is in neither the transmit nor a request queue. */
 /* A zeroed object of @size from @k, or from the heap; NULL when out of
  * memory. */

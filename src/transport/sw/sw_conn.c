@@ -368,9 +368,8 @@ static bool rdmx_sw_conn_uses(const struct rdmx_sw_conn *c,
  * Call @fn on every live connection of @tctx, each under its lock, with a
  * reference held. Returns how many there were.
  */
-static unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
-			     void (*fn)(struct rdmx_sw_conn *c, void *arg),
-			     void *arg)
+unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
+		      void (*fn)(struct rdmx_sw_conn *c, void *arg), void *arg)
 {
 	unsigned live = 0;
 
@@ -514,6 +513,9 @@ void rdmx_sw_conn_close(struct rdmx_conn *conn)
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
+	/* What arrived was placed: the peer hears so, as from a NIC. */
+	if (c->acks_held && !c->dead)
+		rdmx_sw_tx_progress(c);
 	rdmx_sw_conn_fail(c, RDMX_ERR_FLUSHED);
 	rdmx_sw_unlock(c);
 	rdmx_sw_slot_del(c->tctx, c->key);

@@ -148,6 +148,7 @@ static void rdmx_sw_tx_flush(struct rdmx_sw_conn *c)
 	struct iovec iov[RDMX_SW_TX_IOV];
 	ssize_t n;
 
+	c->acks_held = false;
 	while (c->tx_head) {
 		n = c->tctx->tp->pipe->sendv(c, iov, rdmx_sw_tx_gather(c, iov));
 		if (n > 0) {
@@ -164,6 +165,17 @@ static void rdmx_sw_tx_flush(struct rdmx_sw_conn *c)
 		return;
 	}
 	rdmx_sw_want_out(c, c->tx_head != NULL);
+}
+
+/* The transmit queue holds ACKs only, none of them started. */
+static bool rdmx_sw_only_acks(const struct rdmx_sw_conn *c)
+{
+	if (!c->tx_head || c->tx_off)
+		return false;
+	for (const struct rdmx_sw_op *op = c->tx_head; op; op = op->tx_next)
+		if (op->h.type != RDMX_SW_ACK)
+			return false;
+	return true;
 }
 
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
@@ -216,7 +228,29 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 		if (rdmx_sw_answer(c, &h, NULL, NULL))
 			return;
 	}
+	if (c->may_hold && rdmx_sw_only_acks(c)) {
+		c->acks_held = true;
+		atomic_store(&c->tctx->acks_held, true);
+		return;
+	}
 	rdmx_sw_tx_flush(c);
+}
+
+static void rdmx_sw_release(struct rdmx_sw_conn *c, void *arg)
+{
+	(void)arg;
+	if (c->acks_held)
+		rdmx_sw_tx_flush(c);
+}
+
+void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx)
+{
+	/* Cleared before the walk: a connection that holds ACKs after it
+	 * sets the flag again, for the next call. */
+	if (!atomic_load_explicit(&tctx->acks_held, memory_order_relaxed) ||
+	    !atomic_exchange(&tctx->acks_held, false))
+		return;
+	rdmx_sw_each(tctx, rdmx_sw_release, NULL);
 }
 
 rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,

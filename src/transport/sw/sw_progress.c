@@ -711,6 +711,9 @@ static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
 	c->rx_iov_i = c->rx_niov; /* the rest goes nowhere */
 }
 
+/* This thread is in a spinning caller's progress call. */
+static _Thread_local bool rdmx_sw_spinning;
+
 void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
 {
 	ssize_t budget = RDMX_SW_RX_BUDGET, n;
@@ -745,8 +748,16 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
 		budget -= n;
 	}
 	rdmx_sw_rx_park(c);
-	/* Send the answers and grants this produced, and what credits allow. */
+	/*
+	 * Send the answers and grants this produced, and what credits allow;
+	 * a caller that spins (its thread backing off) may hold bare ACKs
+	 * for its answer to carry along.
+	 */
+	c->may_hold = rdmx_sw_spinning &&
+		      atomic_load_explicit(&c->tctx->backing_off,
+					   memory_order_relaxed);
 	rdmx_sw_tx_progress(c);
+	c->may_hold = false;
 }
 
 /* Handle a batch of epoll events; returns how many were for connections. */
@@ -808,9 +819,8 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
 #define RDMX_SW_EPOLL_EVERY 32
 static _Thread_local unsigned rdmx_sw_empty_polls;
 
-int rdmx_sw_progress(void *priv, bool spinning)
+static int rdmx_sw_progress_once(struct rdmx_sw_ctx *tctx, bool spinning)
 {
-	struct rdmx_sw_ctx *tctx = priv;
 	struct epoll_event ev[32];
 	int n;
 
@@ -834,11 +844,24 @@ int rdmx_sw_progress(void *priv, bool spinning)
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n) : 0;
 }
 
+int rdmx_sw_progress(void *priv, bool spinning)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+	int n;
+
+	rdmx_sw_release_acks(tctx);
+	rdmx_sw_spinning = spinning;
+	n = rdmx_sw_progress_once(tctx, spinning);
+	rdmx_sw_spinning = false;
+	return n;
+}
+
 void rdmx_sw_idle(void *priv)
 {
 	struct rdmx_sw_ctx *tctx = priv;
 	uint64_t one = 1;
 
+	rdmx_sw_release_acks(tctx); /* nobody will poll them out */
 	/* Pairs with the thread's store of backing_off, then load (Dekker). */
 	atomic_store(&tctx->app_poll_us, 0);
 	if (atomic_load(&tctx->backing_off) &&
@@ -940,6 +963,7 @@ void *rdmx_sw_thread(void *arg)
 			rdmx_sw_progress(tctx, false);
 			continue;
 		}
+		rdmx_sw_release_acks(tctx);
 		n = epoll_wait(tctx->epfd, ev, 32, -1);
 		if (n < 0 && errno != EINTR) {
 			rdmx_error("%s progress: epoll_wait: %m",
