@@ -81,7 +81,7 @@ sleep 5
 echo "soak: $secs s per transport, warm-up $warm s; the server's figures:"
 for t in $transports; do
 	s=$out/samples-$t
-	# After the warm-up, and the last ten seconds.
+	# After the warm-up, and the least of the last 5 s.
 	read -r rss0 fds0 < <(awk -v w="$warm" '$1 == w { print $2, $3 }' "$s")
 	read -r rss1 fds1 ticks1 < <(tail -5 "$s" | awk 'NR == 1 || $2 < r { r = $2 }
 		NR == 1 || $3 < f { f = $3 } { t = $4 } END { print r, f, t }')

@@ -221,7 +221,8 @@ struct rdmx_mr {
 	uint64_t rkey; /* rdmx_remote.rkey: random high half, NIC's low */
 	atomic_uint refs; /* transfers in progress into or out of it */
 	struct rdmx_mem *mem; /* the rdmx_mem_alloc block it lies in */
-	int grant; /* its entry in the grant table, or -1 (mem.h) */
+	int grant; /* its entry in the grant table (mem.h), or -1: never
+		    * granted */
 	void *tp_mr[RDMX_TRANSPORT_MAX]; /* a transport's own registration */
 	struct rdmx_mr *next; /* rkey hash chain */
 };

@@ -13,12 +13,8 @@
 
 #define RDMX_MEM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
-/*
- * A memfd of @len bytes that cannot shrink (a peer maps it) or grow,
- * mapped shared; its descriptor, or -1 with errno set.
- */
-static int rdmx_mem_memfd(const char *name, size_t len, unsigned mfd_flags,
-			  void **addr_p)
+int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
+		   void **addr_p)
 {
 	int fd =
 		memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
@@ -89,7 +85,7 @@ rdmx_status rdmx_mem_alloc(struct rdmx_ctx *ctx, size_t length, unsigned flags,
 		return RDMX_ERR_NOMEM;
 	if (flags & RDMX_MEM_HUGE) {
 		len = rdmx_mem_huge_len(length);
-		fd = len ? rdmx_mem_memfd("rdmx-mem", len, MFD_HUGETLB, &addr)
+		fd = len ? rdmx_memfd_map("rdmx-mem", len, MFD_HUGETLB, &addr)
 			 : -1;
 		if (fd < 0)
 			rdmx_info("rdmx_mem_alloc: no huge pages for %zu bytes "
@@ -99,7 +95,7 @@ rdmx_status rdmx_mem_alloc(struct rdmx_ctx *ctx, size_t length, unsigned flags,
 	}
 	if (fd < 0) {
 		len = (length + pg - 1) / pg * pg;
-		fd = rdmx_mem_memfd("rdmx-mem", len, 0, &addr);
+		fd = rdmx_memfd_map("rdmx-mem", len, 0, &addr);
 	}
 	if (fd < 0) {
 		rdmx_error("rdmx_mem_alloc: %zu bytes: %m", length);
@@ -158,7 +154,7 @@ static rdmx_status rdmx_mem_table_locked(struct rdmx_ctx *ctx)
 
 	if (ctx->mem_table)
 		return RDMX_OK;
-	fd = rdmx_mem_memfd("rdmx-grants", sizeof(struct rdmx_mem_table), 0,
+	fd = rdmx_memfd_map("rdmx-grants", sizeof(struct rdmx_mem_table), 0,
 			    &p);
 	if (fd < 0) {
 		rdmx_error("the grant table of mappable memory: %m");
@@ -291,7 +287,6 @@ bool rdmx_mem_find(const struct rdmx_mem_table *t, uint64_t rkey,
 		if (atomic_load_explicit(&g->seq, memory_order_relaxed) != s1)
 			continue;
 		v->seq = s1;
-		v->rkey = rkey;
 		v->entry = g;
 		return true;
 	}

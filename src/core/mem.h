@@ -35,9 +35,8 @@
 
 #define RDMX_MEM_MAGIC 0x52444d47u /* "RDMG" */
 #define RDMX_MEM_VERSION 1
-#define RDMX_MEM_GRANTS                                                        \
-	1024 /* entries; registrations past it are not                         \
-	      * granted (their peers use the engine) */
+/* Entries; registrations past it are not granted (peers use the engine). */
+#define RDMX_MEM_GRANTS 1024
 #define RDMX_MEM_PROBE 8 /* an rkey's entry is within this many of its home */
 
 struct rdmx_mem_grant {
@@ -76,6 +75,15 @@ struct rdmx_ctx;
 struct rdmx_mr;
 
 /*
+ * A memfd of @len bytes (memfd_create flags @mfd_flags besides close-on-
+ * exec and sealing) sealed against shrinking, growing and further seals,
+ * so that a peer may map it, mapped shared at *addr_p. Its descriptor, or
+ * -1 with errno set. Blocks, the grant table and the shm rings are these.
+ */
+int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
+		   void **addr_p);
+
+/*
  * The context's grant table, created on first use: its descriptor and
  * inode, for a peer to take. RDMX_ERR_SYSTEM (logged) when it cannot be.
  */
@@ -86,12 +94,13 @@ void rdmx_mem_table_close(struct rdmx_ctx *ctx);
 /* mr.c, with mr_lock held for writing: note @mr's block and grant it. */
 void rdmx_mem_grant(struct rdmx_ctx *ctx, struct rdmx_mr *mr);
 /* The same, as @mr goes: revoke its grant (the peers' busy flags are the
- * transport's to wait out: rdmx_shm_unmap_wait). */
+ * transport's to wait out: the ops' mr_revoke). @mr->grant stays, saying
+ * it was granted. */
 void rdmx_mem_revoke(struct rdmx_ctx *ctx, struct rdmx_mr *mr);
 
 /* A peer's grant, as read from its table. */
 struct rdmx_mem_view {
-	uint64_t seq, rkey, addr, length, off, ino;
+	uint64_t seq, addr, length, off, ino;
 	uint32_t access;
 	int32_t fd;
 	const struct rdmx_mem_grant *entry;

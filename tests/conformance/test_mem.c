@@ -78,22 +78,18 @@ static int idle_target(int port, int flag)
 	struct side c;
 	struct rdmx_conn *conn;
 	struct rdmx_remote rem;
-	struct buf desc;
-	struct rdmx_mr *mr;
+	struct buf desc, mem;
 	struct rdmx_sge s;
 	uint8_t *m;
-	void *p;
 
 	(void)flag;
 	setenv("RDMX_PROGRESS_THREAD", "off", 1);
 	side_open(&c);
 	conn = side_connect(&c, port);
-	if (rdmx_mem_alloc(c.ctx, SIZE, 0, &p) ||
-	    rdmx_mr_reg(c.ctx, p, SIZE, all_access, &mr))
-		return 2;
-	m = p;
+	buf_alloc_from(&c, &mem, SIZE, all_access, true);
+	m = mem.p;
 	buf_alloc(&c, &desc, RDMX_REMOTE_PACKED_LEN, 0);
-	rdmx_mr_remote(mr, &rem);
+	rdmx_mr_remote(mem.mr, &rem);
 	rdmx_remote_pack(&rem, desc.p);
 	s = sge_of(&desc, 0, desc.len);
 	if (rdmx_post_send(conn, &s, 0) || wait_wc(c.cq).status)

@@ -43,35 +43,23 @@ static void *rdmx_shm_map(int fd, uint64_t size)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* Our ring: a memfd of header + @size bytes, mapped. Returns its fd. */
+/*
+ * Our ring: a memfd of header + @size bytes, mapped. Returns its fd. The
+ * peer maps it: it is sealed, and never shrinks under the peer.
+ */
 static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 {
 	struct rdmx_shm_ring *r;
+	void *m;
 	int fd;
 
-	fd = memfd_create("rdmx-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = rdmx_memfd_map("rdmx-shm-ring", RDMX_SHM_RING_HDR + size, 0, &m);
 	if (fd < 0) {
-		rdmx_error("shm: memfd_create: %m");
-		return -1;
-	}
-	if (ftruncate(fd, (off_t)(RDMX_SHM_RING_HDR + size))) {
-		rdmx_error("shm: ftruncate ring of %llu bytes: %m",
+		rdmx_error("shm: a ring of %llu bytes: %m",
 			   (unsigned long long)size);
-		close(fd);
 		return -1;
 	}
-	/* The peer maps it: it must never shrink under the peer. */
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
-		rdmx_error("shm: sealing the ring: %m");
-		close(fd);
-		return -1;
-	}
-	r = rdmx_shm_map(fd, size);
-	if (!r) {
-		rdmx_error("shm: mmap ring: %m");
-		close(fd);
-		return -1;
-	}
+	r = m;
 	r->magic = RDMX_SHM_MAGIC;
 	r->version = RDMX_SHM_VERSION;
 	r->size = size;

@@ -82,7 +82,7 @@ void rdmx_shm_mr_revoke(void *priv, struct rdmx_mr *mr)
 	if (mr->grant >= 0) {
 		pthread_mutex_lock(&rdmx_shm_all_lock);
 		for (struct rdmx_shm_pipe *p = rdmx_shm_all; p; p = p->all_next)
-			if (p->ctx == mr->ctx && p->tx)
+			if (p->ctx == mr->ctx)
 				rdmx_shm_copy_wait(p, "a peer",
 						   "deregistration");
 		pthread_mutex_unlock(&rdmx_shm_all_lock);

@@ -253,7 +253,7 @@ struct rdmx_sw_conn {
 	 * sleeps or when it takes over from a caller that stopped polling
 	 * (after progress.idle_after, at most RDMX_SW_LOOK_US late).
 	 */
-	bool may_hold, acks_held;
+	bool acks_held;
 
 	/* target */
 	uint32_t owed; /* the peer's requests whose answers have not left */
@@ -452,9 +452,10 @@ rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq);
 /* Commit what credits allow, then send what the socket takes. */
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c);
+/* The same; with @hold, a transmit queue of bare ACKs waits (acks_held). */
+void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold);
 /* Send the ACKs connections hold back (every progress call; no lock). */
 void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx);
-/* Free @op once it is in neither the transmit nor a request queue. */
 /* A zeroed object of @size from @k, or from the heap; NULL when out of
  * memory. */
 void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size);
@@ -467,8 +468,9 @@ void rdmx_sw_cache_free(struct rdmx_sw_cache *k);
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op);
 
 /* sw_progress.c */
-/* Read and act on everything the socket has. */
-void rdmx_sw_rx_progress(struct rdmx_sw_conn *c);
+/* Read and act on everything the socket has; @hold: as
+ * rdmx_sw_tx_progress_or_hold. */
+void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold);
 /* Handle ready connections without blocking; returns the number. */
 int rdmx_sw_progress(void *priv, bool spinning);
 void rdmx_sw_idle(void *priv);

@@ -180,6 +180,11 @@ static bool rdmx_sw_only_acks(const struct rdmx_sw_conn *c)
 
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 {
+	rdmx_sw_tx_progress_or_hold(c, false);
+}
+
+void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
+{
 	struct rdmx_sw_op *op;
 
 	if (c->dead)
@@ -228,7 +233,7 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 		if (rdmx_sw_answer(c, &h, NULL, NULL))
 			return;
 	}
-	if (c->may_hold && rdmx_sw_only_acks(c)) {
+	if (hold && rdmx_sw_only_acks(c)) {
 		c->acks_held = true;
 		atomic_store(&c->tctx->acks_held, true);
 		return;

@@ -711,10 +711,7 @@ static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
 	c->rx_iov_i = c->rx_niov; /* the rest goes nowhere */
 }
 
-/* This thread is in a spinning caller's progress call. */
-static _Thread_local bool rdmx_sw_spinning;
-
-void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
+void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 {
 	ssize_t budget = RDMX_SW_RX_BUDGET, n;
 
@@ -748,21 +745,17 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c)
 		budget -= n;
 	}
 	rdmx_sw_rx_park(c);
-	/*
-	 * Send the answers and grants this produced, and what credits allow;
-	 * a caller that spins (its thread backing off) may hold bare ACKs
-	 * for its answer to carry along.
-	 */
-	c->may_hold = rdmx_sw_spinning &&
-		      atomic_load_explicit(&c->tctx->backing_off,
-					   memory_order_relaxed);
-	rdmx_sw_tx_progress(c);
-	c->may_hold = false;
+	/* Send the answers and grants this produced, and what credits allow. */
+	rdmx_sw_tx_progress_or_hold(c, hold);
 }
 
-/* Handle a batch of epoll events; returns how many were for connections. */
+/*
+ * Handle a batch of epoll events; returns how many were for connections.
+ * @hold: a caller that spins (its thread backing off) may hold bare ACKs
+ * for its answer to carry along.
+ */
 static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
-			  const struct epoll_event *ev, int n)
+			  const struct epoll_event *ev, int n, bool hold)
 {
 	int handled = 0;
 
@@ -783,7 +776,7 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 			tctx->tp->pipe->wake(c,
 					     ev[i].data.u64 & RDMX_SW_KEY_AUX);
 		if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-			rdmx_sw_rx_progress(c);
+			rdmx_sw_rx_progress(c, hold);
 		else
 			rdmx_sw_tx_progress(c);
 		rdmx_sw_unlock(c);
@@ -799,7 +792,7 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
  * makes no syscall. Only when no ring has input does it ask epoll, which
  * also carries what rings cannot show (a peer's control socket closing).
  */
-static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
+static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 {
 	struct epoll_event ev[32];
 	int n = 0;
@@ -813,22 +806,26 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx)
 							.data.u64 = c->key };
 	}
 	pthread_mutex_unlock(&tctx->slots_lock);
-	return n ? rdmx_sw_handle(tctx, ev, n) : 0;
+	return n ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 }
 
 #define RDMX_SW_EPOLL_EVERY 32
 static _Thread_local unsigned rdmx_sw_empty_polls;
 
-static int rdmx_sw_progress_once(struct rdmx_sw_ctx *tctx, bool spinning)
+int rdmx_sw_progress(void *priv, bool spinning)
 {
+	struct rdmx_sw_ctx *tctx = priv;
+	bool hold = spinning && atomic_load_explicit(&tctx->backing_off,
+						     memory_order_relaxed);
 	struct epoll_event ev[32];
 	int n;
 
+	rdmx_sw_release_acks(tctx);
 	if (spinning && tctx->thread_running)
 		atomic_store_explicit(&tctx->app_poll_us, rdmx_now_us(),
 				      memory_order_relaxed);
 	if (tctx->tp->pipe->ready) {
-		n = rdmx_sw_poll_ready(tctx);
+		n = rdmx_sw_poll_ready(tctx, hold);
 		if (n)
 			return n;
 		/*
@@ -841,19 +838,7 @@ static int rdmx_sw_progress_once(struct rdmx_sw_ctx *tctx, bool spinning)
 			return 0;
 	}
 	n = epoll_wait(tctx->epfd, ev, 32, 0);
-	return n > 0 ? rdmx_sw_handle(tctx, ev, n) : 0;
-}
-
-int rdmx_sw_progress(void *priv, bool spinning)
-{
-	struct rdmx_sw_ctx *tctx = priv;
-	int n;
-
-	rdmx_sw_release_acks(tctx);
-	rdmx_sw_spinning = spinning;
-	n = rdmx_sw_progress_once(tctx, spinning);
-	rdmx_sw_spinning = false;
-	return n;
+	return n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 }
 
 void rdmx_sw_idle(void *priv)
@@ -974,6 +959,6 @@ void *rdmx_sw_thread(void *arg)
 			if (!ev[i].data.u64 && rdmx_sw_kicked(tctx))
 				return NULL;
 		if (n > 0)
-			rdmx_sw_handle(tctx, ev, n);
+			rdmx_sw_handle(tctx, ev, n, false);
 	}
 }
