@@ -275,30 +275,47 @@ static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
 }
 
 /*
- * A progress bar on stderr, when it is a terminal and the run has taken
- * more than 2 s; @done == @total clears it.
+ * A progress bar on stderr, when it is a terminal and the measurement has
+ * taken more than 2 s: iterations done of @total, or with -D (@bar->end)
+ * seconds passed of the duration.
  */
-static void bench_progress(uint64_t done, uint64_t total, double t0)
-{
-	static double last;
-	static bool shown;
-	double now = cli_now_us();
-	int w = 40,
-	    fill = total ? (int)((double)w * (double)done / (double)total) : w;
+struct bench_bar {
+	double t0; /* the measurement's start */
+	double end; /* with -D, its planned end; else 0 */
+	double last; /* when last drawn */
+	bool shown;
+};
 
-	if (done >= total) {
-		if (shown)
-			fputs("\r\033[K", stderr);
-		shown = false;
+static void bench_progress(struct bench_bar *bar, uint64_t done, uint64_t total)
+{
+	double now = cli_now_us(), frac;
+	int w = 40, fill;
+
+	if (now - bar->t0 < 2e6 || now - bar->last < 1e5 ||
+	    !isatty(STDERR_FILENO))
 		return;
-	}
-	if (now - t0 < 2e6 || now - last < 1e5 || !isatty(STDERR_FILENO))
-		return;
-	last = now;
-	shown = true;
-	fprintf(stderr, "\r[%.*s%*s] %3d%% %" PRIu64 "/%" PRIu64, fill,
+	frac = bar->end ? (now - bar->t0) / (bar->end - bar->t0)
+			: (double)done / (double)(total ? total : 1);
+	frac = frac < 1 ? frac : 1;
+	fill = (int)(w * frac);
+	bar->last = now;
+	bar->shown = true;
+	fprintf(stderr, "\r[%.*s%*s] %3d%% ", fill,
 		"########################################", w - fill, "",
-		(int)(100.0 * (double)done / (double)total), done, total);
+		(int)(100 * frac));
+	if (bar->end)
+		fprintf(stderr, "%.0f/%.0f s", (now - bar->t0) / 1e6,
+			(bar->end - bar->t0) / 1e6);
+	else
+		fprintf(stderr, "%" PRIu64 "/%" PRIu64, done, total);
+}
+
+/* Clears the bar, if it was drawn. */
+static void bench_progress_end(struct bench_bar *bar)
+{
+	if (bar->shown)
+		fputs("\r\033[K", stderr);
+	bar->shown = false;
 }
 
 /* Latency of iteration @i in microseconds, or < 0 on failure (st_p). */
@@ -332,7 +349,7 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 /* Bandwidth: keep `depth` in flight; returns elapsed microseconds. */
 static double bench_bw(struct cli_session *s, const struct bench_opts *o,
 		       struct cli_buf *b, const struct rdmx_remote *rem,
-		       rdmx_status *st_p)
+		       struct bench_bar *bar, rdmx_status *st_p)
 {
 	struct rdmx_completion wc[64];
 	uint64_t posted = 0, done = 0;
@@ -341,7 +358,7 @@ static double bench_bw(struct cli_session *s, const struct bench_opts *o,
 
 	for (uint64_t spins = 0; done < o->iters && !st && !cli_stop; spins++) {
 		if (!(spins & 255)) /* off the measured path, mostly */
-			bench_progress(done, o->iters, t0);
+			bench_progress(bar, done, o->iters);
 		while (posted < o->iters && posted - done < o->depth) {
 			st = bench_post(s, o, b, rem, posted);
 			if (st == RDMX_ERR_AGAIN) {
@@ -359,7 +376,6 @@ static double bench_bw(struct cli_session *s, const struct bench_opts *o,
 				st = wc[i].status;
 		done += n > 0 ? (uint64_t)n : 0;
 	}
-	bench_progress(1, 1, t0);
 	*st_p = st;
 	return cli_now_us() - t0;
 }
@@ -490,6 +506,7 @@ struct bench_result {
 	size_t n;
 	double us;
 	uint64_t iters;
+	struct bench_bar bar;
 };
 
 /* One run of @o on the connection, its figures added to @r. */
@@ -528,7 +545,6 @@ static rdmx_status bench_run_once(struct cli_session *s,
 	}
 	if (!st && !o->bw) {
 		double *lat = realloc(r->lat, (r->n + o->iters) * sizeof(*lat));
-		double t0 = cli_now_us();
 
 		st = lat ? RDMX_OK : RDMX_ERR_NOMEM;
 		if (lat)
@@ -539,11 +555,10 @@ static rdmx_status bench_run_once(struct cli_session *s,
 			if (!st && i >= warm)
 				r->lat[r->n++] = t;
 			if (!(i & 255))
-				bench_progress(i, o->iters + warm, t0);
+				bench_progress(&r->bar, i, o->iters + warm);
 		}
-		bench_progress(1, 1, t0);
 	} else if (!st) {
-		r->us += bench_bw(s, o, &b, &rem, &st);
+		r->us += bench_bw(s, o, &b, &rem, &r->bar, &st);
 	}
 	if (!st && o->op != B_SEND)
 		st = cli_send_ctl(s, 8); /* "finished" */
@@ -560,14 +575,15 @@ static rdmx_status bench_run_once(struct cli_session *s,
 static rdmx_status bench_run(struct cli_session *s, const struct bench_opts *o,
 			     const char *transport, bool *armed)
 {
-	double end = cli_now_us() + (double)o->duration_s * 1e6;
-	struct bench_result r = { 0 };
+	double t0 = cli_now_us(), end = t0 + (double)o->duration_s * 1e6;
+	struct bench_result r = { .bar = { t0, o->duration_s ? end : 0 } };
 	struct bench_opts all = *o;
 	rdmx_status st;
 
 	do
 		st = bench_run_once(s, o, armed, &r);
 	while (!st && o->duration_s && !cli_stop && cli_now_us() < end);
+	bench_progress_end(&r.bar);
 	all.iters = r.iters;
 	if (!st)
 		bench_report(&all, transport, r.lat, r.n, r.us); /* sorts */
