@@ -26,11 +26,32 @@ void side_open(struct side *side)
 	assert_int_equal(rdmx_cq_create(side->ctx, &side->cq), RDMX_OK);
 }
 
+/* Set @var to @value; returns what it was, to give env_restore(). */
+static char *env_set(const char *var, const char *value)
+{
+	const char *was = getenv(var);
+	char *saved = was ? strdup(was) : NULL;
+
+	assert_true(!was || saved);
+	setenv(var, value, 1);
+	return saved;
+}
+
+static void env_restore(const char *var, char *saved)
+{
+	if (saved)
+		setenv(var, saved, 1);
+	else
+		unsetenv(var);
+	free(saved);
+}
+
 void side_open_with(struct side *side, const char *var, const char *value)
 {
-	setenv(var, value, 1);
+	char *saved = env_set(var, value);
+
 	side_open(side);
-	unsetenv(var);
+	env_restore(var, saved);
 }
 
 void side_close(struct side *side)
@@ -221,9 +242,10 @@ void pair_open(struct pair *p)
 
 void pair_open_with(struct pair *p, const char *var, const char *value)
 {
-	setenv(var, value, 1);
+	char *saved = env_set(var, value);
+
 	pair_open(p);
-	unsetenv(var);
+	env_restore(var, saved);
 }
 
 void pair_close(struct pair *p)

@@ -203,21 +203,6 @@ static void test_conn_private_data_both_ways(void **state)
 	side_close(&s);
 }
 
-/* A side whose context may use every transport (the suite forces one). */
-static void side_open_auto(struct side *side)
-{
-	const char *t = getenv("RDMX_TRANSPORT");
-	char *saved = t ? strdup(t) : NULL;
-
-	setenv("RDMX_TRANSPORT", "auto", 1);
-	side_open(side);
-	if (saved)
-		setenv("RDMX_TRANSPORT", saved, 1);
-	else
-		unsetenv("RDMX_TRANSPORT");
-	free(saved);
-}
-
 /* Connect with attr.transports = @tp; the status, and the transport. */
 static rdmx_status connect_over(struct side *s, struct side *c,
 				struct rdmx_listener *lst, const char *addr,
@@ -259,8 +244,9 @@ static void test_conn_transports_per_connection(void **state)
 	rdmx_status st;
 
 	(void)state;
-	side_open_auto(&s);
-	side_open_auto(&c);
+	/* Contexts that may use every transport (the suite forces one). */
+	side_open_with(&s, "RDMX_TRANSPORT", "auto");
+	side_open_with(&c, "RDMX_TRANSPORT", "auto");
 	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(),
 		 side_listen(&s, &lst));
 	assert_int_equal(connect_over(&s, &c, lst, addr, RDMX_TP_TCP, used,
