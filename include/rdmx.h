@@ -97,7 +97,8 @@ struct rdmx_ctx_attr {
  * Configuration is read once, here: built-in defaults, then the YAML file
  * (attr->config_file, else $RDMX_CONFIG if set), then RDMX_* environment
  * variables. An invalid value fails with RDMX_ERR_CONFIG and the log names
- * the key and the variable.
+ * the key and the variable. Other errors: RDMX_ERR_INVALID (a NULL @ctx_p;
+ * logged), RDMX_ERR_NOMEM.
  */
 rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 			    struct rdmx_ctx **ctx_p);
@@ -140,7 +141,8 @@ void rdmx_ctx_set_resolver(struct rdmx_ctx *ctx, rdmx_resolve_fn fn, void *arg);
  * (built-in defaults, then @file, else $RDMX_CONFIG, then RDMX_* variables;
  * @file NULL: no file but $RDMX_CONFIG), one call of @fn per key in table
  * order, for tools that show it (rdmx info --config). The strings live for
- * the call only. RDMX_ERR_CONFIG, logged, if it does not load.
+ * the call only. RDMX_ERR_CONFIG, logged, if it does not load;
+ * RDMX_ERR_INVALID, logged, for a NULL @fn.
  */
 struct rdmx_config_key {
 	const char *key; /* "conn.max_send_wr", as in the YAML file */
@@ -283,7 +285,8 @@ struct rdmx_completion {
 
 /*
  * rdmx_cq_create - create a completion queue that connections deliver to.
- * It grows as needed, so completions are never dropped.
+ * It grows as needed, so completions are never dropped. Errors:
+ * RDMX_ERR_INVALID (NULL arguments; logged), RDMX_ERR_NOMEM.
  */
 rdmx_status rdmx_cq_create(struct rdmx_ctx *ctx, struct rdmx_cq **cq_p);
 
@@ -293,14 +296,16 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq);
 /*
  * rdmx_poll - take up to @max completions without blocking. Drives progress
  * on the calling thread first, so a caller that spins here gets the lowest
- * latency. Returns the number taken (0 when none) or a negative status.
+ * latency. Returns the number taken (0 when none) or a negative status:
+ * RDMX_ERR_INVALID (a NULL @cq or @wc, or a negative @max; logged).
  */
 int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max);
 
 /*
  * rdmx_cq_wait - block until at least one completion is ready or
  * @timeout_ms passes (-1: forever). Spins for progress.wait_spin first.
- * Returns RDMX_OK (completions ready) or RDMX_ERR_TIMEOUT.
+ * Returns RDMX_OK (completions ready), RDMX_ERR_TIMEOUT, or
+ * RDMX_ERR_INVALID for a NULL @cq (logged).
  */
 rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms);
 
@@ -424,7 +429,8 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
  * RDMX_ERR_CONN_LOST (the server closed during the handshake: it refused
  * this client, see its log).
  * "@NAME" asks the context's resolver (rdmx_ctx_set_resolver) first: its
- * errors, or RDMX_ERR_INVALID when the context has none.
+ * errors (RDMX_ERR_NOT_FOUND: no such name), or RDMX_ERR_INVALID when the
+ * context has none.
  */
 rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 			 const struct rdmx_conn_attr *attr, int timeout_ms,
@@ -475,7 +481,7 @@ void rdmx_conn_info(const struct rdmx_conn *conn,
  * died or closed, RDMX_ERR_FLUSHED after an error completion where errors
  * close it). For connections whose RECVs come from a srq: their end
  * completes nothing there, so a server with nothing else posted on one
- * learns of it here.
+ * learns of it here. RDMX_ERR_INVALID (logged) for a NULL @conn.
  */
 rdmx_status rdmx_conn_check(const struct rdmx_conn *conn);
 
