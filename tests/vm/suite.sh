@@ -40,10 +40,14 @@ suite() { # label test VAR=VALUE...
 	failures+=$(grep -E '^\[ +FAILED +\] test_' <<<"$out" | sort -u |
 		sed "s/^\[ *FAILED *\] /  $label.$t: /;s/$/\\\\n/" | tr -d '\n')
 	skip=$((skip + $(count SKIPPED)))
-	# Why, without the cases that passed and the listeners' warnings.
+	# Why: cmocka's reasons first, then the tail without the cases that
+	# passed and the listeners' warnings.
 	if grep -qE '^\[ +FAILED|^ERROR' <<<"$out"; then
-		grep -vE '^\[ +(RUN|OK) |with neither auth.key_file' <<<"$out" |
-			tail -20 | sed 's/^/    | /'
+		{
+			grep -E '^\[ +(ERROR|LINE) +\]' <<<"$out"
+			grep -vE '^\[ +(RUN|OK|ERROR|LINE) |with neither auth.key_file' \
+				<<<"$out" | tail -20
+		} | sed 's/^/    | /'
 	fi
 }
 
