@@ -673,6 +673,58 @@ static void test_statuses_after_error_completion(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Verbs forced, both sides, toward @host: our device does not own it, so
+ * the connection is refused and the log says why (@why).
+ */
+static void forced_verbs_refused(const char *host, const char *why)
+{
+	struct side s, c;
+	struct acc a = { .s = &s, .timeout = T_ACC_MS };
+	struct rdmx_conn_attr attr;
+	struct rdmx_conn *conn = NULL;
+	char addr[80], log[4096];
+	rdmx_status st;
+
+	side_open(&s);
+	side_open(&c);
+	snprintf(addr, sizeof(addr), "%s:0", host);
+	assert_int_equal(rdmx_listen(s.ctx, addr, &a.lst), RDMX_OK);
+	snprintf(addr, sizeof(addr), "%s:%d", host, rdmx_listener_port(a.lst));
+	attr = (struct rdmx_conn_attr){ .cq = c.cq };
+	acc_start(&a);
+	CAUGHT(st, rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &conn), log,
+	       sizeof(log));
+	acc_join(&a);
+	if (st != RDMX_ERR_NO_TRANSPORT || !strstr(log, why) ||
+	    !strstr(log, host))
+		fail_msg("verbs toward %s: %s, log '%s'", host,
+			 rdmx_status_name(st), log);
+	assert_null(conn);
+	rdmx_listener_close(a.lst);
+	side_close(&c);
+	side_close(&s);
+}
+
+/*
+ * With verbs forced, an address our device does not own is refused with
+ * the reason: the device that owns it, or that none does. In the guest,
+ * where RDMX_RXE_ADDR and RDMX_SIW_ADDR are rxe0's and siw0's addresses.
+ */
+static void test_connect_forced_verbs_says_why(void **state)
+{
+	const char *rxe = getenv("RDMX_RXE_ADDR"),
+		   *siw = getenv("RDMX_SIW_ADDR");
+	const char *other = rxe && strcmp(suite_addr(), rxe) ? rxe : siw;
+
+	(void)state;
+	if (strcmp(suite_transport(), "verbs") || !rxe)
+		skip(); /* verbs is forced only in the guest's suite */
+	forced_verbs_refused("127.0.0.1", "belongs to no RDMA device");
+	if (other && strcmp(other, suite_addr()))
+		forced_verbs_refused(other, "RDMX_VERBS_DEVICE=");
+}
+
 /* The table of what the calls returned against their contracts. */
 static void test_statuses_match_header(void **state)
 {
@@ -690,6 +742,7 @@ int main(void)
 		cmocka_unit_test(test_statuses_connect),
 		cmocka_unit_test(test_statuses_posts),
 		cmocka_unit_test(test_statuses_after_error_completion),
+		cmocka_unit_test(test_connect_forced_verbs_says_why),
 		cmocka_unit_test(test_statuses_match_header),
 	};
 

@@ -151,6 +151,38 @@ void rdmx_verbs_close(void *priv)
 }
 
 /*
+ * Why verbs cannot serve control socket @fd, whose local address @id is
+ * bound to: a warning where the transport setting forces verbs (the
+ * connection then fails with RDMX_ERR_NO_TRANSPORT and this is its reason),
+ * else a debug line (another transport serves it).
+ */
+static void rdmx_verbs_why_not(struct rdmx_ctx *ctx,
+			       const struct rdmx_verbs_ctx *v, int fd,
+			       const struct rdma_cm_id *id)
+{
+	enum rdmx_log_level lvl = strcmp(ctx->cfg.transport, "verbs")
+					  ? RDMX_LOG_DEBUG
+					  : RDMX_LOG_WARN;
+	char addr[64];
+
+	rdmx_sock_name(fd, false, addr, sizeof(addr));
+	if (!id || !id->verbs)
+		rdmx_log_at(lvl,
+			    "verbs: this side's address %s belongs to no RDMA "
+			    "device (loopback, or a netdev without one): %s "
+			    "cannot serve it",
+			    addr, v->name);
+	else
+		rdmx_log_at(lvl,
+			    "verbs: this side's address %s belongs to %s, and "
+			    "this context uses %s (verbs.device, else the "
+			    "first active device): RDMX_VERBS_DEVICE=%s "
+			    "would serve it",
+			    addr, ibv_get_device_name(id->verbs->device),
+			    v->name, ibv_get_device_name(id->verbs->device));
+}
+
+/*
  * Verbs reaches the peer of control socket @fd when our local address of it
  * belongs to our device (RoCE and iWARP alike: rdma_cm says which device
  * owns an address). Loopback addresses belong to none.
@@ -161,7 +193,7 @@ bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd)
 	socklen_t sl = sizeof(ss);
 	struct rdma_cm_id *id;
 	struct rdmx_verbs_ctx *v;
-	bool ok;
+	bool bound, ok;
 
 	if (rdmx_ctx_transport(ctx, RDMX_TRANSPORT_VERBS, (void **)&v))
 		return false;
@@ -171,8 +203,10 @@ bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd)
 	    rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
 		return false;
 	((struct sockaddr_in *)&ss)->sin_port = 0; /* same offset in v6 */
-	ok = !rdma_bind_addr(id, (struct sockaddr *)&ss) && id->verbs &&
-	     id->verbs->device == v->dev->device;
+	bound = !rdma_bind_addr(id, (struct sockaddr *)&ss);
+	ok = bound && id->verbs && id->verbs->device == v->dev->device;
+	if (!ok)
+		rdmx_verbs_why_not(ctx, v, fd, bound ? id : NULL);
 	rdma_destroy_id(id);
 	return ok;
 }
