@@ -224,6 +224,17 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 		c->asked = c->sq_needy;
 	}
 	/*
+	 * With nothing but ACKs to send, a spinning caller's answer (or its
+	 * next request) usually follows before its next poll: hold them, and
+	 * new credits too, for that frame to carry (rdmx_sw_release_acks
+	 * sends them at the next progress call at the latest).
+	 */
+	if (hold && (c->tx_head ? rdmx_sw_only_acks(c) : c->grant != 0)) {
+		c->acks_held = true;
+		atomic_store(&c->tctx->acks_held, true);
+		return;
+	}
+	/*
 	 * Credits ride on any frame; when none took them, send one (also
 	 * behind frames still queued: those were packed without them).
 	 */
@@ -233,11 +244,6 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 		if (rdmx_sw_answer(c, &h, NULL, NULL))
 			return;
 	}
-	if (hold && rdmx_sw_only_acks(c)) {
-		c->acks_held = true;
-		atomic_store(&c->tctx->acks_held, true);
-		return;
-	}
 	rdmx_sw_tx_flush(c);
 }
 
@@ -245,7 +251,7 @@ static void rdmx_sw_release(struct rdmx_sw_conn *c, void *arg)
 {
 	(void)arg;
 	if (c->acks_held)
-		rdmx_sw_tx_flush(c);
+		rdmx_sw_tx_progress(c); /* held credits become a frame */
 }
 
 void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx)
@@ -497,7 +503,12 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 		c->rq_tail = r;
 		c->rq_count++;
 		c->grant++;
-		rdmx_sw_tx_progress(c);
+		/* A spinner's SEND usually follows its RECV: it carries the
+		 * credit (held as bare ACKs are; see tx_progress_or_hold). */
+		rdmx_sw_tx_progress_or_hold(
+			c, c->tctx->tp->pipe->syscall_per_send &&
+				   atomic_load_explicit(&c->tctx->backing_off,
+							memory_order_relaxed));
 	}
 	rdmx_sw_unlock(c);
 	return st;
