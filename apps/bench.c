@@ -274,17 +274,19 @@ static rdmx_status bench_post(struct cli_session *s, const struct bench_opts *o,
 	return RDMX_ERR_INVALID;
 }
 
-/*
- * A progress bar on stderr, when it is a terminal and the measurement has
- * taken more than 2 s: iterations done of @total, or with -D (@bar->end)
- * seconds passed of the duration.
- */
+/* A measurement's progress bar. */
 struct bench_bar {
 	double t0; /* the measurement's start */
 	double end; /* with -D, its planned end; else 0 */
 	double last; /* when last drawn */
 	bool shown;
 };
+
+/*
+ * A progress bar on stderr, when it is a terminal and the measurement has
+ * taken more than 2 s: iterations done of @total, or with -D (@bar->end)
+ * seconds passed of the duration.
+ */
 
 static void bench_progress(struct bench_bar *bar, uint64_t done, uint64_t total)
 {

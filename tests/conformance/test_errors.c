@@ -179,14 +179,18 @@ static bool names_status(const char *text, rdmx_status st)
 	return false;
 }
 
+/* Did a row provoke @st from @call, or does elsewhere[] say why not? */
 static bool provoked(const char *call, rdmx_status st)
 {
 	for (int i = 0; i < nseen; i++)
 		if (!strcmp(seen[i].call, call) && seen[i].st == st)
 			return true;
 	for (size_t i = 0; i < sizeof(elsewhere) / sizeof(elsewhere[0]); i++)
-		if (!strcmp(elsewhere[i].call, call) && elsewhere[i].st == st)
+		if (!strcmp(elsewhere[i].call, call) && elsewhere[i].st == st) {
+			print_message("%s %s, not provoked here: %s\n", call,
+				      rdmx_status_name(st), elsewhere[i].why);
 			return true;
+		}
 	return false;
 }
 
