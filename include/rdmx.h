@@ -187,7 +187,10 @@ struct rdmx_remote {
 	/*
 	 * Unpredictable, never reused while registered. 64 bits: the
 	 * software transports check all of them; on verbs the low 32 are
-	 * the NIC's own key, which is all a NIC checks.
+	 * the key of the context's first device, which is all a NIC checks,
+	 * and a connection on another device has the owner check all 64 as
+	 * it translates them (rdmx_verbs(7)). One descriptor serves every
+	 * connection.
 	 */
 	uint64_t rkey;
 };

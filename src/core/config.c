@@ -113,8 +113,8 @@ static const struct rdmx_config_row rdmx_config_keys[] = {
 	  "processes (process_vm_readv/writev); 0 turns it off." },
 	{ "verbs.device", "", RDMX_CFG_STRING, 0, 0, NULL,
 	  RDMX_CFG_FIELD(verbs_device),
-	  "RDMA device to use (rdmx info lists them); empty: the first with "
-	  "an active port." },
+	  "The one RDMA device to use (rdmx info lists them); empty: each "
+	  "connection's, the device that owns its address." },
 	{ "verbs.port", "1", RDMX_CFG_UINT, 1, 255, NULL,
 	  RDMX_CFG_FIELD(verbs_port), "Port of the RDMA device." },
 	{ "verbs.gid_index", "auto", RDMX_CFG_INDEX, 0, 65535, NULL,

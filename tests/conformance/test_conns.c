@@ -277,6 +277,144 @@ static void test_conn_transports_per_connection(void **state)
 	side_close(&s);
 }
 
+/* A connection of @c's to @host:@port, accepted by @s on @lst. */
+static struct rdmx_conn *connect_to(struct side *s, struct side *c,
+				    struct rdmx_listener *lst,
+				    const char *host, int port,
+				    struct rdmx_conn **sconn_p)
+{
+	struct acc a = { .s = s, .lst = lst };
+	struct rdmx_conn_attr attr = { .cq = c->cq };
+	struct rdmx_conn *conn = NULL;
+	char addr[64];
+
+	snprintf(addr, sizeof(addr), "%s:%d", host, port);
+	acc_start(&a);
+	assert_int_equal(rdmx_connect(c->ctx, addr, &attr, T_TIMEOUT_MS, &conn),
+			 RDMX_OK);
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	*sconn_p = a.conn;
+	return conn;
+}
+
+/* WRITE @seed's pattern at @off of @dst over @conn, READ it back into
+ * @src, check it; @src and @dst's descriptor @r. */
+static void write_read(struct rdmx_conn *conn, struct side *from,
+		       struct buf *src, const struct rdmx_remote *r,
+		       size_t off, size_t len, uint8_t seed)
+{
+	struct rdmx_sge sg = sge_of(src, 0, len);
+
+	buf_fill(src, seed);
+	assert_int_equal(rdmx_post_write(conn, &sg, r->addr + off, r->rkey, 1),
+			 RDMX_OK);
+	expect_wc(from->cq, RDMX_OK, RDMX_OP_WRITE);
+	memset(src->p, 0, len);
+	assert_int_equal(rdmx_post_read(conn, &sg, r->addr + off, r->rkey, 2),
+			 RDMX_OK);
+	expect_wc(from->cq, RDMX_OK, RDMX_OP_READ);
+	assert_pattern(src->p, len, seed, 0);
+}
+
+/*
+ * With verbs.device unset, each connection goes through the device that
+ * owns its address, and one descriptor serves them all: the rkeys' low
+ * half is the first device's key, and a connection on another device
+ * asks its peer for that device's. In the guest, over rxe0 and siw0 at
+ * once, both ways, for regions registered before and after connecting;
+ * an rkey with a forged high half is refused where it is translated.
+ */
+static void test_conn_device_per_address(void **state)
+{
+	const char *host[2] = { getenv("RDMX_RXE_ADDR"),
+				getenv("RDMX_SIW_ADDR") };
+	const char *dev[2] = { "rxe0", "siw0" };
+	struct side s, c;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *cc[2], *sc[2];
+	struct buf target, back, local, late;
+	struct rdmx_remote rt, rb, rl;
+	struct rdmx_conn_info info;
+	int port, refused = 0;
+
+	(void)state;
+	if (strcmp(suite_transport(), "verbs") || !host[0] || !host[1])
+		skip(); /* the guest, with both devices */
+	side_open_with(&s, "RDMX_VERBS_DEVICE", "");
+	side_open_with(&c, "RDMX_VERBS_DEVICE", "");
+	buf_alloc(&s, &target, 1 << 20,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&c, &back, 1 << 16,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&c, &local, 1 << 20, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&s, &late, 1 << 16,
+		  RDMX_ACCESS_LOCAL_WRITE);
+	rdmx_mr_remote(target.mr, &rt);
+	rdmx_mr_remote(back.mr, &rb);
+	assert_int_equal(rdmx_listen(s.ctx, ":0", &lst), RDMX_OK);
+	port = rdmx_listener_port(lst);
+	for (int i = 0; i < 2; i++) {
+		cc[i] = connect_to(&s, &c, lst, host[i], port, &sc[i]);
+		rdmx_conn_info(cc[i], &info);
+		assert_string_equal(info.transport, "verbs");
+		if (!strstr(info.reason, dev[i]))
+			fail_msg("the connection to %s is not on %s: %s",
+				 host[i], dev[i], info.reason);
+	}
+	for (int i = 0; i < 2; i++) {
+		/* client -> server, two sizes, one descriptor for both */
+		write_read(cc[i], &c, &local, &rt, 4096 * (size_t)i, 100,
+			   (uint8_t)(10 + i));
+		write_read(cc[i], &c, &local, &rt, 0, 1 << 20,
+			   (uint8_t)(20 + i));
+		/* server -> client */
+		write_read(sc[i], &s, &late, &rb, 64, 4000, (uint8_t)(30 + i));
+	}
+	/* A region registered after both connections, each way. */
+	buf_free(&late);
+	buf_alloc(&c, &late, 1 << 16,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
+			  RDMX_ACCESS_REMOTE_READ);
+	rdmx_mr_remote(late.mr, &rl);
+	for (int i = 0; i < 2; i++)
+		write_read(sc[i], &s, &target, &rl, 8, 5000,
+			   (uint8_t)(40 + i));
+	/*
+	 * A READ with a forged high half: a NIC checks only the low 32
+	 * bits, so on the first device's connection it passes; where the
+	 * peer translates the key it is refused, and the connection ends.
+	 */
+	for (int i = 0; i < 2; i++) {
+		struct rdmx_sge sg = sge_of(&local, 0, 8);
+		struct rdmx_completion wc;
+
+		assert_int_equal(rdmx_post_read(cc[i], &sg, rt.addr,
+						rt.rkey ^ (1ull << 40), 3),
+				 RDMX_OK);
+		wc = wait_wc(c.cq);
+		if (wc.status) {
+			assert_refused(cc[i], wc.status);
+			assert_int_not_equal(rdmx_conn_check(cc[i]), RDMX_OK);
+			refused++;
+		}
+	}
+	assert_int_equal(refused, 1);
+	for (int i = 0; i < 2; i++) {
+		rdmx_conn_close(cc[i]);
+		rdmx_conn_close(sc[i]);
+	}
+	rdmx_listener_close(lst);
+	buf_free(&late);
+	buf_free(&local);
+	buf_free(&back);
+	buf_free(&target);
+	side_close(&c);
+	side_close(&s);
+}
+
 /* 1,000 connect/close cycles; 100 under an emulator. */
 static int churn_cycles(void)
 {
@@ -425,6 +563,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conn_64_concurrent),
 		cmocka_unit_test(test_conn_private_data_both_ways),
 		cmocka_unit_test(test_conn_transports_per_connection),
+		cmocka_unit_test(test_conn_device_per_address),
 		cmocka_unit_test(test_conn_churn_bounded),
 	};
 

@@ -3,10 +3,16 @@
  * The verbs transport: RC queue pairs on an RDMA device (InfiniBand, RoCE,
  * iWARP), connected with librdmacm from the control connection's addresses.
  *
- * One device per context (verbs.device, or the first with an active
- * port), one protection domain, one completion channel. Each connection
- * has its own CQ (send and receive) and QP; every user work request is
- * signaled, so completions arrive in posting order per queue.
+ * A connection goes through the device that owns its address (rdma_cm
+ * says which); a context opens each device when a connection first needs
+ * it, with its protection domain and completion channel (verbs.device
+ * limits it to one). Registrations are made on the first device at once
+ * and on each other one when a request or a peer first names them there:
+ * the rkey's low half is the first device's key, so a connection on
+ * another one tells its peer to ask for the key that device uses
+ * (verbs_proto.h). Each connection has its own CQ (send and receive) and
+ * QP; every user work request is signaled, so completions arrive in
+ * posting order per queue.
  *
  * Flow control is by credits, never RNR retry (iWARP has none): each side
  * RDMA-WRITEs the running count of RECVs it has posted into an 8-byte word
@@ -29,16 +35,39 @@
 
 struct rdmx_verbs_conn;
 
-struct rdmx_verbs_ctx {
-	struct rdmx_ctx *ctx;
-	struct ibv_context **list; /* librdmacm's, freed at close */
-	struct ibv_context *dev;
+/* An open device of a context. */
+struct rdmx_verbs_dev {
+	unsigned idx; /* in rdmx_verbs_ctx.devs; 0 holds the rkeys' low half */
+	struct ibv_context *dev; /* librdmacm's */
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *chan;
 	struct ibv_device_attr attr;
+	/* Grants no remote access: its key answers a peer's ask for a key
+	 * we refuse, so the peer's NIC fails that request as ours would. */
+	struct ibv_mr *refuse_mr;
+	uint64_t refuse_word;
 	char name[IBV_SYSFS_NAME_MAX];
+};
 
-	int epfd; /* the channel, each connection's control socket, stop */
+#define RDMX_VERBS_MAX_DEVS 8
+
+/* A registration's own per device: tp_mr[RDMX_TRANSPORT_VERBS]. */
+struct rdmx_verbs_mr {
+	struct ibv_mr *imr[RDMX_VERBS_MAX_DEVS]; /* atomic: made lazily */
+};
+
+struct rdmx_verbs_ctx {
+	struct rdmx_ctx *ctx;
+	struct ibv_context **list; /* librdmacm's, freed at close */
+	int nlist;
+	/* Opened ones: devs[i] is set before ndevs counts it, never freed
+	 * before close. dev_lock: opening one, and lazy registrations. */
+	struct rdmx_verbs_dev *devs[RDMX_VERBS_MAX_DEVS];
+	atomic_uint ndevs;
+	pthread_mutex_t dev_lock;
+
+	int epfd; /* channels, async fds, each connection's control socket,
+		   * stop */
 	int stop_efd;
 	pthread_t thread;
 	bool thread_running;
@@ -82,6 +111,7 @@ struct rdmx_verbs_pending {
  */
 struct rdmx_verbs_srq {
 	struct rdmx_verbs_ctx *vctx;
+	struct rdmx_verbs_dev *d; /* the first: connections on it may use it */
 	struct ibv_srq *ibsrq;
 	pthread_mutex_t lock; /* the slots; nests inside connection locks */
 	uint32_t size, nfree;
@@ -101,9 +131,18 @@ struct rdmx_verbs_ring {
 	uint32_t signaled; /* how many of count will have a completion */
 };
 
+/* A peer's key on its device of a connection, for one of its rkeys. */
+struct rdmx_verbs_key {
+	uint64_t rkey;
+	uint32_t key;
+};
+
+#define RDMX_VERBS_KEYS 256 /* a direct-mapped cache: a miss asks again */
+
 struct rdmx_verbs_conn {
 	struct rdmx_conn base;
 	struct rdmx_verbs_ctx *vctx;
+	struct rdmx_verbs_dev *d; /* the device that owns our address */
 	struct rdmx_verbs_conn *next; /* in vctx->conns */
 	int ctl; /* the control socket: liveness */
 
@@ -141,6 +180,18 @@ struct rdmx_verbs_conn {
 	struct rdmx_verbs_pending *pend_head, *pend_tail;
 	uint32_t npending;
 
+	/*
+	 * The peer's connection is not on its first device: one-sided
+	 * requests take their key from keys[], asked for on the control
+	 * socket (one ask in flight: the pending head's, since asked_us).
+	 */
+	struct rdmx_verbs_key *keys;
+	uint64_t key_asked; /* the rkey asked for; 0: none */
+	uint64_t key_asked_us;
+	struct rdmx_verbs_key key_answer; /* the last answer, for the head */
+	uint8_t ctl_in[24]; /* a control message read in part */
+	uint8_t ctl_in_len;
+
 	/* credits */
 	uint64_t *credit_in; /* the peer writes its RECVs posted here */
 	uint64_t *credit_out; /* the source of our writes to the peer */
@@ -163,8 +214,22 @@ static inline struct rdmx_verbs_conn *to_verbs_conn(struct rdmx_conn *conn)
 rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p);
 void rdmx_verbs_close(void *priv);
 bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd);
+/*
+ * The device that owns our address of control socket @fd, opened if it
+ * was not (and verbs.device allows it): RDMX_ERR_NO_TRANSPORT, logged,
+ * when no device may serve it.
+ */
+rdmx_status rdmx_verbs_dev_of(struct rdmx_verbs_ctx *v, int fd,
+			      struct rdmx_verbs_dev **d_p);
 rdmx_status rdmx_verbs_reg_mr(void *priv, struct rdmx_mr *mr, uint32_t *rkey_p);
 void rdmx_verbs_dereg_mr(void *priv, struct rdmx_mr *mr);
+/*
+ * @mr's registration on @d, made now if it was not; NULL for a zero-length
+ * one, or when the device refuses (logged).
+ */
+struct ibv_mr *rdmx_verbs_mr_on(struct rdmx_verbs_ctx *v,
+				struct rdmx_verbs_dev *d,
+				const struct rdmx_mr *mr);
 
 /*
  * Wake the progress thread so it recomputes how long it may sleep: a send
@@ -172,9 +237,9 @@ void rdmx_verbs_dereg_mr(void *priv, struct rdmx_mr *mr);
  */
 void rdmx_verbs_wake(struct rdmx_verbs_ctx *v);
 
-static inline bool rdmx_verbs_iwarp(const struct rdmx_verbs_ctx *v)
+static inline bool rdmx_verbs_iwarp(const struct rdmx_verbs_dev *d)
 {
-	return v->dev->device->transport_type == IBV_TRANSPORT_IWARP;
+	return d->dev->device->transport_type == IBV_TRANSPORT_IWARP;
 }
 
 /* verbs_conn.c */
@@ -196,7 +261,7 @@ void rdmx_verbs_mark_dead(struct rdmx_verbs_conn *c, rdmx_status st);
  * connection an event is about, whichever context read it.
  */
 void rdmx_verbs_qp_list(struct rdmx_verbs_conn *c, bool add);
-void rdmx_verbs_async(struct rdmx_verbs_ctx *v);
+void rdmx_verbs_async(struct rdmx_verbs_dev *d);
 
 /* verbs_srq.c */
 extern const struct rdmx_srq_ops rdmx_verbs_srq_ops;
@@ -206,7 +271,8 @@ struct rdmx_verbs_rec rdmx_verbs_srq_take(struct rdmx_verbs_srq *s,
 
 /* verbs_post.c */
 /* A RECV's sges for the device (zero-length ones left out); the count. */
-int rdmx_verbs_recv_sges(const struct rdmx_sge *sg, int num_sge,
+int rdmx_verbs_recv_sges(struct rdmx_verbs_ctx *v, struct rdmx_verbs_dev *d,
+			 const struct rdmx_sge *sg, int num_sge,
 			 struct ibv_sge *out);
 rdmx_status rdmx_verbs_post_send(struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr);
@@ -219,6 +285,9 @@ rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 /* Post what credits now allow, and a credit update if one is due. */
 void rdmx_verbs_kick(struct rdmx_verbs_conn *c);
 void rdmx_verbs_flush_pending(struct rdmx_verbs_conn *c, rdmx_status st);
+/* The peer's answer to our ask for @rkey's key: @key. Lock held. */
+void rdmx_verbs_key_told(struct rdmx_verbs_conn *c, uint64_t rkey,
+			 uint32_t key, bool ok);
 
 /* verbs_progress.c */
 /* Poll @c's CQ and deliver; returns completions handled. Lock held. */

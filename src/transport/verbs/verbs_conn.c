@@ -155,7 +155,7 @@ static int rdmx_verbs_own_qp(struct rdmx_verbs_conn *c, struct rdma_cm_id *id,
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT };
 	int mask;
 
-	c->qp = ibv_create_qp(c->vctx->pd, qa);
+	c->qp = ibv_create_qp(c->d->pd, qa);
 	if (!c->qp)
 		return -1;
 	if (rdma_init_qp_attr(id, &a, &mask) ||
@@ -186,7 +186,7 @@ static rdmx_status rdmx_verbs_ready(struct rdmx_verbs_conn *c,
 	if (rdma_init_qp_attr(id, &a, &mask))
 		goto fail;
 	/* As librdmacm: old kernels set RoCE-only bits on InfiniBand. */
-	if (!ibv_query_port(c->vctx->dev, id->port_num, &pa) &&
+	if (!ibv_query_port(c->d->dev, id->port_num, &pa) &&
 	    pa.link_layer == IBV_LINK_LAYER_INFINIBAND)
 		mask &= ~0xe00000;
 	if (a.path_mtu > cap)
@@ -215,30 +215,30 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 {
 	uint8_t ack_timeout = RDMX_VERBS_ACK_TIMEOUT;
 
-	struct rdmx_verbs_ctx *v = c->vctx;
-	const struct rdmx_config *cfg = &v->ctx->cfg;
+	struct rdmx_verbs_dev *d = c->d;
+	const struct rdmx_config *cfg = &c->vctx->ctx->cfg;
 	/* One credit update in flight beside the user's work. */
 	uint32_t sq = (uint32_t)cfg->conn_max_send_wr + 2;
 	uint32_t rq = (uint32_t)cfg->conn_max_recv_wr, cqe;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
-	int sge = v->attr.max_sge < (int)cfg->conn_max_sge
-			  ? v->attr.max_sge
+	int sge = d->attr.max_sge < (int)cfg->conn_max_sge
+			  ? d->attr.max_sge
 			  : (int)cfg->conn_max_sge;
 
-	if (id->verbs->device != v->dev->device) {
-		rdmx_error("verbs: %s is reached through %s, not %s "
-			   "(verbs.device)",
+	if (id->verbs->device != d->dev->device) {
+		rdmx_error("verbs: %s is reached through %s, not %s, which "
+			   "owns our address",
 			   c->base.info.peer_addr,
-			   ibv_get_device_name(id->verbs->device), v->name);
+			   ibv_get_device_name(id->verbs->device), d->name);
 		return RDMX_ERR_UNREACHABLE;
 	}
-	if (sq > (uint32_t)v->attr.max_qp_wr)
-		sq = (uint32_t)v->attr.max_qp_wr;
-	if (rq > (uint32_t)v->attr.max_qp_wr)
-		rq = (uint32_t)v->attr.max_qp_wr;
+	if (sq > (uint32_t)d->attr.max_qp_wr)
+		sq = (uint32_t)d->attr.max_qp_wr;
+	if (rq > (uint32_t)d->attr.max_qp_wr)
+		rq = (uint32_t)d->attr.max_qp_wr;
 	/* With a srq, every RECV it holds may complete in our CQ. */
 	cqe = sq + (c->srq ? c->srq->size : rq);
-	c->cq = ibv_create_cq(v->dev, (int)cqe, c, v->chan, 0);
+	c->cq = ibv_create_cq(d->dev, (int)cqe, c, d->chan, 0);
 	if (!c->cq || ibv_req_notify_cq(c->cq, 0)) {
 		rdmx_error("verbs: ibv_create_cq of %u entries: %m", cqe);
 		return RDMX_ERR_SYSTEM;
@@ -257,9 +257,9 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 			    &ack_timeout, sizeof(ack_timeout)))
 		rdmx_warn("verbs: cannot set the ACK timeout: %m");
 	c->own_qp = c->mtu &&
-		    v->dev->device->transport_type == IBV_TRANSPORT_IB;
+		    d->dev->device->transport_type == IBV_TRANSPORT_IB;
 	if (c->own_qp ? rdmx_verbs_own_qp(c, id, &qa)
-		      : rdma_create_qp(id, v->pd, &qa)) {
+		      : rdma_create_qp(id, d->pd, &qa)) {
 		rdmx_error("verbs: creating the QP (send %u, recv %u, sge %d, "
 			   "inline %u): %m",
 			   sq, rq, sge, (unsigned)cfg->verbs_max_inline_data);
@@ -277,7 +277,7 @@ static rdmx_status rdmx_verbs_qp(struct rdmx_verbs_conn *c,
 
 static struct rdma_conn_param rdmx_verbs_param(const struct rdmx_verbs_conn *c)
 {
-	const struct rdmx_verbs_ctx *v = c->vctx;
+	const struct ibv_device_attr *a = &c->d->attr;
 	/*
 	 * READ and atomics need responder resources. RNR never happens with
 	 * credits; towards a srq it does, and rnr_retry_count is what the
@@ -287,11 +287,10 @@ static struct rdma_conn_param rdmx_verbs_param(const struct rdmx_verbs_conn *c)
 	struct rdma_conn_param p = { .retry_count = 7,
 				     .rnr_retry_count = c->srq ? 7 : 0 };
 
-	p.responder_resources = (uint8_t)(v->attr.max_qp_rd_atom < 16
-						  ? v->attr.max_qp_rd_atom
-						  : 16);
-	p.initiator_depth = (uint8_t)(v->attr.max_qp_init_rd_atom < 16
-					      ? v->attr.max_qp_init_rd_atom
+	p.responder_resources =
+		(uint8_t)(a->max_qp_rd_atom < 16 ? a->max_qp_rd_atom : 16);
+	p.initiator_depth = (uint8_t)(a->max_qp_init_rd_atom < 16
+					      ? a->max_qp_init_rd_atom
 					      : 16);
 	return p;
 }
@@ -313,12 +312,12 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	if (ibv_query_qp(c->qp, &qa, IBV_QP_AV | IBV_QP_PATH_MTU, &ia))
 		return;
 	idx = qa.ah_attr.grh.sgid_index;
-	if (!ibv_query_gid(c->vctx->dev, c->id->port_num, idx, &gid))
+	if (!ibv_query_gid(c->d->dev, c->id->port_num, idx, &gid))
 		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
 	if (snprintf(where, sizeof(where), "%s port %u, gid %u %s",
-		     c->vctx->name, c->id->port_num, idx, s) < 0)
+		     c->d->name, c->id->port_num, idx, s) < 0)
 		return;
-	if (c->vctx->dev->device->transport_type == IBV_TRANSPORT_IB) {
+	if (c->d->dev->device->transport_type == IBV_TRANSPORT_IB) {
 		size_t w = strlen(where);
 
 		snprintf(where + w, sizeof(where) - w, ", mtu %d",
@@ -440,6 +439,19 @@ out:
 	return st;
 }
 
+/* A srq lives on the context's first device: a connection on another
+ * one cannot take its RECVs. */
+static rdmx_status rdmx_verbs_srq_here(const struct rdmx_verbs_conn *c)
+{
+	if (!c->srq || c->srq->d == c->d)
+		return RDMX_OK;
+	rdmx_error("verbs: the connection with %s goes through %s, and its "
+		   "srq lives on %s: a srq serves connections on the "
+		   "context's first device (verbs.device picks it)",
+		   c->base.info.peer_addr, c->d->name, c->srq->d->name);
+	return RDMX_ERR_NO_TRANSPORT;
+}
+
 /*
  * Accepting side, second half (rdmx_accept): the QP, now that the srq is
  * known, and the answer, which tells the peer whether our RECVs come from
@@ -455,6 +467,14 @@ static rdmx_status rdmx_verbs_accept_finish(struct rdmx_verbs_conn *c,
 
 	c->req = NULL;
 	c->srq = c->base.srq ? c->base.srq->tp : NULL;
+	st = rdmx_verbs_srq_here(c);
+	if (st) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		rdma_destroy_id(c->lid);
+		c->lid = NULL;
+		return st;
+	}
 	param = rdmx_verbs_param(c);
 	pd[0] = c->srq ? RDMX_VERBS_F_SRQ : 0;
 	param.private_data = pd;
@@ -480,7 +500,7 @@ static rdmx_status rdmx_verbs_accept_finish(struct rdmx_verbs_conn *c,
 	c->lid = NULL;
 	if (!st) {
 		rdmx_verbs_qp_up(c);
-		c->quiet = rdmx_verbs_iwarp(c->vctx);
+		c->quiet = rdmx_verbs_iwarp(c->d);
 		c->quiet_since = rdmx_now_us();
 	}
 	return st;
@@ -504,10 +524,10 @@ static rdmx_status rdmx_verbs_gid_source(struct rdmx_verbs_conn *c,
 
 	if (idx < 0)
 		return RDMX_OK;
-	if (ibv_query_gid(c->vctx->dev, (uint8_t)c->vctx->ctx->cfg.verbs_port,
+	if (ibv_query_gid(c->d->dev, (uint8_t)c->vctx->ctx->cfg.verbs_port,
 			  idx, &gid)) {
 		rdmx_error("verbs.gid_index %d: %s has no such GID", idx,
-			   c->vctx->name);
+			   c->d->name);
 		return RDMX_ERR_CONFIG;
 	}
 	inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
@@ -516,7 +536,7 @@ static rdmx_status rdmx_verbs_gid_source(struct rdmx_verbs_conn *c,
 			"verbs.gid_index %d of %s is %s, which carries no IPv4 "
 			"address (link-local or IB): rdmx connects only from "
 			"a RoCEv2 GID with an address (rdmx info lists them)",
-			idx, c->vctx->name, s);
+			idx, c->d->name, s);
 		return RDMX_ERR_CONFIG;
 	}
 	memset(src, 0, sizeof(*src));
@@ -645,7 +665,7 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	if (st && !c->id)
 		rdma_destroy_id(id);
 	c->peer_srq = answer[0] & RDMX_VERBS_F_SRQ;
-	if (!st && rdmx_verbs_iwarp(c->vctx)) {
+	if (!st && rdmx_verbs_iwarp(c->d)) {
 		uint8_t up = RDMX_VERBS_UP;
 
 		st = rdmx_sock_write_full(c->ctl, &up, 1, deadline);
@@ -672,12 +692,12 @@ void rdmx_verbs_qp_list(struct rdmx_verbs_conn *c, bool add)
 	pthread_mutex_unlock(&rdmx_verbs_qps_lock);
 }
 
-/* Read the device's asynchronous events (@v's thread, or its poller). */
-void rdmx_verbs_async(struct rdmx_verbs_ctx *v)
+/* Read @d's asynchronous events (its context's thread, or its poller). */
+void rdmx_verbs_async(struct rdmx_verbs_dev *d)
 {
 	struct ibv_async_event ev;
 
-	while (!ibv_get_async_event(v->dev, &ev)) {
+	while (!ibv_get_async_event(d->dev, &ev)) {
 		enum ibv_event_type t = ev.event_type;
 
 		if (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
@@ -691,7 +711,7 @@ void rdmx_verbs_async(struct rdmx_verbs_ctx *v)
 				}
 			pthread_mutex_unlock(&rdmx_verbs_qps_lock);
 		} else {
-			rdmx_debug("verbs: %s: %s", v->name,
+			rdmx_debug("verbs: %s: %s", d->name,
 				   ibv_event_type_str(t));
 		}
 		ibv_ack_async_event(&ev);
@@ -721,6 +741,7 @@ static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 	if (c->credit_mr)
 		ibv_dereg_mr(c->credit_mr);
 	free(c->credit_in);
+	free(c->keys);
 	free(c->sq.rec);
 	free(c->rq.rec);
 	if (c->ctl >= 0)
@@ -739,7 +760,7 @@ static rdmx_status rdmx_verbs_credits(struct rdmx_verbs_conn *c,
 	memset(c->credit_in, 0, 64);
 	c->credit_out = c->credit_in + 1;
 	c->credit_mr =
-		ibv_reg_mr(c->vctx->pd, c->credit_in, 64,
+		ibv_reg_mr(c->d->pd, c->credit_in, 64,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!c->credit_mr) {
 		rdmx_error("verbs: ibv_reg_mr of the credit word: %m");
@@ -765,13 +786,6 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		return RDMX_ERR_NOMEM;
 	}
 	rdmx_conn_init(&c->base, v->ctx, &rdmx_verbs_ops, attr);
-	if (v->attr.atomic_cap == IBV_ATOMIC_NONE)
-		c->base.caps &= ~(uint64_t)RDMX_CAP_ATOMIC;
-	/* iWARP: no immediate data with WRITE, and local completion. */
-	if (rdmx_verbs_iwarp(v)) {
-		c->base.caps &= ~(uint64_t)RDMX_CAP_WRITE_IMM;
-		c->base.info.flags |= RDMX_CONN_COMPLETES_LOCALLY;
-	}
 	c->vctx = v;
 	c->ctl = fd;
 	c->base.info.flags |= RDMX_CONN_ERRORS_CLOSE;
@@ -780,6 +794,19 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		       sizeof(c->base.info.local_addr));
 	rdmx_sock_name(fd, true, c->base.info.peer_addr,
 		       sizeof(c->base.info.peer_addr));
+	st = rdmx_verbs_dev_of(v, fd, &c->d);
+	if (st)
+		goto err;
+	if (c->d->attr.atomic_cap == IBV_ATOMIC_NONE)
+		c->base.caps &= ~(uint64_t)RDMX_CAP_ATOMIC;
+	/* iWARP: no immediate data with WRITE, and local completion. */
+	if (rdmx_verbs_iwarp(c->d)) {
+		c->base.caps &= ~(uint64_t)RDMX_CAP_WRITE_IMM;
+		c->base.info.flags |= RDMX_CONN_COMPLETES_LOCALLY;
+	}
+	/* Our rkeys' low half is the first device's key: ask us for ours. */
+	if (c->d->idx)
+		mine.flags |= RDMX_VERBS_F_KEYS;
 	c->ech = rdma_create_event_channel();
 	mine.mtu = rdmx_verbs_mtu_wanted(&v->ctx->cfg);
 	st = c->ech ? rdmx_verbs_credits(c, &mine) : RDMX_ERR_SYSTEM;
@@ -796,7 +823,9 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 			c->srq = c->base.srq->tp;
 			mine.flags |= RDMX_VERBS_F_SRQ;
 		}
-		st = rdmx_verbs_exchange(c, &mine, &theirs, deadline);
+		st = rdmx_verbs_srq_here(c);
+		if (!st)
+			st = rdmx_verbs_exchange(c, &mine, &theirs, deadline);
 		if (!st)
 			st = rdmx_verbs_connect(c, &theirs, deadline);
 	}
@@ -804,6 +833,13 @@ rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 		goto err;
 	c->peer_credit_addr = theirs.credit_addr;
 	c->peer_credit_rkey = theirs.credit_rkey;
+	if (theirs.flags & RDMX_VERBS_F_KEYS) {
+		c->keys = calloc(RDMX_VERBS_KEYS, sizeof(*c->keys));
+		if (!c->keys) {
+			st = RDMX_ERR_NOMEM;
+			goto err;
+		}
+	}
 	if (!accepting)
 		rdmx_verbs_qp_up(c);
 	*conn_p = &c->base;

@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "verbs.h"
+#include "verbs_proto.h"
 
 static uint32_t rdmx_verbs_ring_push(struct rdmx_verbs_ring *r,
 				     const struct rdmx_verbs_rec *rec)
@@ -56,6 +58,73 @@ static rdmx_status rdmx_verbs_errno(const struct rdmx_verbs_conn *c, int rc)
 	return RDMX_ERR_SYSTEM;
 }
 
+static bool rdmx_verbs_one_sided(enum rdmx_opcode op)
+{
+	return op == RDMX_OP_WRITE || op == RDMX_OP_WRITE_IMM ||
+	       op == RDMX_OP_READ || op == RDMX_OP_FETCH_ADD ||
+	       op == RDMX_OP_CMP_SWAP;
+}
+
+static struct rdmx_verbs_key *rdmx_verbs_key_slot(struct rdmx_verbs_conn *c,
+						  uint64_t rkey)
+{
+	/* The high half is random (mr.c). */
+	return &c->keys[(rkey >> 32) % RDMX_VERBS_KEYS];
+}
+
+/*
+ * Can @wr go to the NIC as far as its rkey goes? Yes unless the peer's
+ * keys need asking for (RDMX_VERBS_F_KEYS) and this one's is not known:
+ * then ask, once, and the request waits at the head of the queue for the
+ * answer (rdmx_verbs_key_told). Lock held.
+ */
+static bool rdmx_verbs_key_ready(struct rdmx_verbs_conn *c,
+				 const struct rdmx_wr *wr)
+{
+	uint8_t ask[RDMX_VERBS_KEY_ASK_LEN] = { RDMX_VERBS_KEY_ASK };
+
+	if (!c->keys || !rdmx_verbs_one_sided(wr->opcode) ||
+	    rdmx_verbs_key_slot(c, wr->rkey)->rkey == wr->rkey ||
+	    c->key_answer.rkey == wr->rkey)
+		return true;
+	if (c->key_asked)
+		return false;
+	rdmx_put_be(ask + 1, wr->rkey, 8);
+	rdmx_put_be(ask + 9, wr->remote_addr, 8);
+	/* Broken: the socket's reader fails the connection. */
+	if (send(c->ctl, ask, sizeof(ask), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(ask))
+		rdmx_debug("verbs: asking %s for a key: %m",
+			   c->base.info.peer_addr);
+	c->key_asked = wr->rkey;
+	c->key_asked_us = rdmx_now_us();
+	return false;
+}
+
+/* The NIC's key for @wr's rkey: its low half, or what the peer told. */
+static uint32_t rdmx_verbs_peer_key(struct rdmx_verbs_conn *c,
+				    const struct rdmx_wr *wr, bool internal)
+{
+	struct rdmx_verbs_key *k;
+
+	if (!c->keys || internal)
+		return (uint32_t)wr->rkey;
+	k = rdmx_verbs_key_slot(c, wr->rkey);
+	return k->rkey == wr->rkey ? k->key : c->key_answer.key;
+}
+
+void rdmx_verbs_key_told(struct rdmx_verbs_conn *c, uint64_t rkey,
+			 uint32_t key, bool ok)
+{
+	if (!rkey || rkey != c->key_asked)
+		return;
+	c->key_asked = 0;
+	c->key_answer = (struct rdmx_verbs_key){ rkey, key };
+	if (ok)
+		*rdmx_verbs_key_slot(c, rkey) = c->key_answer;
+	rdmx_verbs_kick(c);
+}
+
 /*
  * Fill @w (and @sge) for one work request and push its record; the caller
  * posts it. Lock held.
@@ -87,7 +156,7 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 
 		if (!wr->sg_list[i].length)
 			continue;
-		imr = wr->sg_list[i].mr->tp_mr[RDMX_TRANSPORT_VERBS];
+		imr = rdmx_verbs_mr_on(c->vctx, c->d, wr->sg_list[i].mr);
 		sge[n].addr = (uintptr_t)wr->sg_list[i].addr;
 		sge[n].length = wr->sg_list[i].length;
 		sge[n++].lkey = imr ? imr->lkey : 0;
@@ -119,12 +188,12 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 	}
 	if (wr->opcode == RDMX_OP_FETCH_ADD || wr->opcode == RDMX_OP_CMP_SWAP) {
 		w->wr.atomic.remote_addr = wr->remote_addr;
-		w->wr.atomic.rkey = (uint32_t)wr->rkey; /* the NIC's half */
+		w->wr.atomic.rkey = rdmx_verbs_peer_key(c, wr, internal);
 		w->wr.atomic.compare_add = wr->compare_add;
 		w->wr.atomic.swap = wr->swap;
 	} else {
 		w->wr.rdma.remote_addr = wr->remote_addr;
-		w->wr.rdma.rkey = (uint32_t)wr->rkey; /* the NIC's half */
+		w->wr.rdma.rkey = rdmx_verbs_peer_key(c, wr, internal);
 	}
 	/* Small payloads ride in the work request itself. */
 	if (rec.len && rec.len <= c->max_inline && wr->opcode != RDMX_OP_READ &&
@@ -163,6 +232,7 @@ static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
 static void rdmx_verbs_credit_update(struct rdmx_verbs_conn *c)
 {
 	struct rdmx_mr mr = { .addr = (uint8_t *)c->credit_out, .length = 8 };
+	struct rdmx_verbs_mr vm = { 0 };
 	struct rdmx_sge sg = { c->credit_out, 8, &mr };
 	struct rdmx_wr wr = { .opcode = RDMX_OP_WRITE,
 			      .sg_list = &sg,
@@ -173,7 +243,8 @@ static void rdmx_verbs_credit_update(struct rdmx_verbs_conn *c)
 	if (c->credit_busy || c->recvs_told == c->recvs_posted || c->dead ||
 	    c->quiet)
 		return;
-	mr.tp_mr[RDMX_TRANSPORT_VERBS] = c->credit_mr;
+	vm.imr[c->d->idx] = c->credit_mr;
+	mr.tp_mr[RDMX_TRANSPORT_VERBS] = &vm;
 	*c->credit_out = c->recvs_posted;
 	if (rdmx_verbs_post_hw(c, &wr, true)) {
 		rdmx_debug("verbs: credit update to %s not posted; will retry",
@@ -192,6 +263,8 @@ void rdmx_verbs_kick(struct rdmx_verbs_conn *c)
 
 	/* In order: the head waits for a credit, everything behind it too. */
 	while ((p = c->pend_head) && !c->dead && !c->quiet) {
+		if (!rdmx_verbs_key_ready(c, &p->wr))
+			break;
 		if (rdmx_verbs_needs_credit(p->wr.opcode) &&
 		    !rdmx_verbs_have_credit(c)) {
 			rdmx_debug("verbs: SEND to %s waits: peer posted %llu, "
@@ -261,7 +334,9 @@ static rdmx_status rdmx_verbs_post_one(struct rdmx_verbs_conn *c,
 	if (c->sq.count + c->npending + 1 + 2 > c->sq.size)
 		return RDMX_ERR_AGAIN;
 	if (c->npending || c->quiet ||
-	    (rdmx_verbs_needs_credit(wr->opcode) && !rdmx_verbs_have_credit(c)))
+	    (rdmx_verbs_needs_credit(wr->opcode) &&
+	     !rdmx_verbs_have_credit(c)) ||
+	    !rdmx_verbs_key_ready(c, wr))
 		return rdmx_verbs_defer(c, wr);
 	return rdmx_verbs_post_hw(c, wr, false);
 }
@@ -325,8 +400,8 @@ rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,
 	for (int i = 0; i < n; i++)
 		need += rdmx_verbs_needs_credit(wrs[i].opcode);
 	pthread_mutex_lock(&c->lock);
-	/* Room and credits for all, nothing queued ahead: chains. */
-	if (!c->dead && !c->npending && !c->quiet &&
+	/* Room, credits and keys for all, nothing queued ahead: chains. */
+	if (!c->dead && !c->npending && !c->quiet && !c->keys &&
 	    c->sq.count + (uint32_t)n + 2 <= c->sq.size &&
 	    rdmx_verbs_credits_left(c) >= need) {
 		while (done < n && !st) {
@@ -346,17 +421,18 @@ rdmx_status rdmx_verbs_post_list(struct rdmx_conn *conn,
 	return st;
 }
 
-int rdmx_verbs_recv_sges(const struct rdmx_sge *sg, int num_sge,
+int rdmx_verbs_recv_sges(struct rdmx_verbs_ctx *v, struct rdmx_verbs_dev *d,
+			 const struct rdmx_sge *sg, int num_sge,
 			 struct ibv_sge *out)
 {
 	int n = 0;
 
 	for (int i = 0; i < num_sge; i++) {
-		struct ibv_mr *imr =
-			sg[i].mr ? sg[i].mr->tp_mr[RDMX_TRANSPORT_VERBS] : NULL;
+		struct ibv_mr *imr;
 
 		if (!sg[i].length)
 			continue;
+		imr = sg[i].mr ? rdmx_verbs_mr_on(v, d, sg[i].mr) : NULL;
 		out[n].addr = (uintptr_t)sg[i].addr;
 		out[n].length = sg[i].length;
 		out[n++].lkey = imr ? imr->lkey : 0;
@@ -378,7 +454,7 @@ rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 	rdmx_status st = RDMX_OK;
 	int rc;
 
-	w.num_sge = rdmx_verbs_recv_sges(sg, num_sge, sge);
+	w.num_sge = rdmx_verbs_recv_sges(c->vctx, c->d, sg, num_sge, sge);
 	pthread_mutex_lock(&c->lock);
 	if (c->dead) {
 		st = RDMX_ERR_CONN_LOST;

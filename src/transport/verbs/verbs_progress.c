@@ -65,7 +65,7 @@ static void rdmx_verbs_failed(struct rdmx_verbs_conn *c,
 	if (wc->status == IBV_WC_SUCCESS || c->dead)
 		return;
 	rdmx_info("verbs: %s on %s to %s (vendor error 0x%x)",
-		  ibv_wc_status_str(wc->status), c->vctx->name,
+		  ibv_wc_status_str(wc->status), c->d->name,
 		  c->base.info.peer_addr, wc->vendor_err);
 	rdmx_verbs_mark_dead(c, st == RDMX_ERR_CONN_LOST ? RDMX_ERR_CONN_LOST
 							 : RDMX_ERR_FLUSHED);
@@ -190,7 +190,7 @@ void rdmx_verbs_flush_sw(struct rdmx_verbs_conn *c)
 		rdmx_info("verbs: %s left %u send and %u receive requests to "
 			  "%s unflushed %llu ms after the connection ended; "
 			  "completing them with \"%s\"",
-			  c->vctx->name, c->sq.signaled, c->rq.count,
+			  c->d->name, c->sq.signaled, c->rq.count,
 			  c->base.info.peer_addr,
 			  (unsigned long long)(rdmx_now_us() - c->dead_since) /
 				  1000,
@@ -248,7 +248,7 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 
 	if (qp_event && !c->dead) {
 		rdmx_info("verbs: %s reports %s on the connection to %s",
-			  c->vctx->name,
+			  c->d->name,
 			  ibv_event_type_str((enum ibv_event_type)qp_event),
 			  c->base.info.peer_addr);
 		rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
@@ -277,6 +277,16 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 		rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
 		return;
 	}
+	if (c->key_asked && now - c->key_asked_us >= limit) {
+		rdmx_error("verbs: %s has not told the key of rkey 0x%llx for "
+			   "%llu ms (its progress engine is not running?); "
+			   "failing the connection (verbs.request_timeout)",
+			   c->base.info.peer_addr,
+			   (unsigned long long)c->key_asked,
+			   (unsigned long long)(now - c->key_asked_us) / 1000);
+		rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
+		return;
+	}
 	/* Only requests the NIC will report can be overdue. */
 	if (!c->sq.signaled || now - c->busy_since < limit)
 		return;
@@ -290,7 +300,7 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 	rdmx_error("verbs: %s completed nothing for %llu ms with %u requests "
 		   "outstanding to %s; failing the connection "
 		   "(verbs.request_timeout)",
-		   c->vctx->name,
+		   c->d->name,
 		   (unsigned long long)(now - c->busy_since) / 1000,
 		   c->sq.count, c->base.info.peer_addr);
 	rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
@@ -298,24 +308,69 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 }
 
 /*
- * Input on a connection's control socket: the peer's heartbeats, and on a
- * quiet one its RDMX_VERBS_UP, which lets it speak (verbs_proto.h). False
- * if the socket ended (or said anything else). Connection lock held.
+ * The peer asks for our key of an rkey on this connection's device
+ * (RDMX_VERBS_KEY_ASK in @m): the registration's, made there now if need
+ * be, when the rkey is live and holds the address; else a key that grants
+ * nothing. False if the answer could not be sent.
+ */
+static bool rdmx_verbs_key_answer(struct rdmx_verbs_conn *c, const uint8_t *m)
+{
+	uint64_t rkey = rdmx_get_be(m + 1, 8), addr = rdmx_get_be(m + 9, 8);
+	uint8_t a[RDMX_VERBS_KEY_IS_LEN] = { RDMX_VERBS_KEY_IS };
+	enum rdmx_refusal why;
+	struct rdmx_mr *mr =
+		rdmx_mr_acquire(c->vctx->ctx, rkey, addr, 0, 0, &why);
+	struct ibv_mr *imr = mr ? rdmx_verbs_mr_on(c->vctx, c->d, mr) : NULL;
+
+	rdmx_put_be(a + 1, rkey, 8);
+	rdmx_put_be(a + 9, imr ? imr->rkey : c->d->refuse_mr->rkey, 4);
+	a[13] = imr != NULL;
+	rdmx_mr_release(mr);
+	rdmx_debug("verbs: %s asked for the key of rkey 0x%llx on %s: %s",
+		   c->base.info.peer_addr, (unsigned long long)rkey,
+		   c->d->name, imr ? "granted" : "refused");
+	return send(c->ctl, a, sizeof(a), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+	       (ssize_t)sizeof(a);
+}
+
+/*
+ * Input on a connection's control socket: the peer's heartbeats, on a
+ * quiet one its RDMX_VERBS_UP, which lets it speak, and keys asked and
+ * told (verbs_proto.h). False if the socket ended (or said anything
+ * else). Connection lock held.
  */
 static bool rdmx_verbs_ctl_input(struct rdmx_verbs_conn *c)
 {
-	uint8_t b[64];
+	uint8_t b[64], *m = c->ctl_in;
 	ssize_t n = recv(c->ctl, b, sizeof(b), MSG_DONTWAIT);
 
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR;
 	for (ssize_t i = 0; i < n; i++) {
-		if (b[i] == RDMX_VERBS_PING)
+		if (!c->ctl_in_len && b[i] == RDMX_VERBS_PING)
 			continue;
-		if (b[i] != RDMX_VERBS_UP || !c->quiet)
+		if (!c->ctl_in_len && b[i] == RDMX_VERBS_UP) {
+			if (!c->quiet)
+				return false;
+			c->quiet = false;
+			rdmx_verbs_kick(c);
+			continue;
+		}
+		if (!c->ctl_in_len && b[i] != RDMX_VERBS_KEY_ASK &&
+		    (b[i] != RDMX_VERBS_KEY_IS || !c->keys))
 			return false;
-		c->quiet = false;
-		rdmx_verbs_kick(c);
+		m[c->ctl_in_len++] = b[i];
+		if (c->ctl_in_len < (m[0] == RDMX_VERBS_KEY_ASK
+					     ? RDMX_VERBS_KEY_ASK_LEN
+					     : RDMX_VERBS_KEY_IS_LEN))
+			continue;
+		c->ctl_in_len = 0;
+		if (m[0] == RDMX_VERBS_KEY_IS)
+			rdmx_verbs_key_told(c, rdmx_get_be(m + 1, 8),
+					    (uint32_t)rdmx_get_be(m + 9, 4),
+					    m[13] == 1);
+		else if (!rdmx_verbs_key_answer(c, m))
+			return false;
 	}
 	return n > 0;
 }
@@ -350,12 +405,13 @@ static bool rdmx_verbs_listed(struct rdmx_verbs_ctx *v,
  * too: its ibv_destroy_cq waits for it; and only a connection still in the
  * list (close unlinks it under the same lock) is touched after that.
  */
-static void rdmx_verbs_channel(struct rdmx_verbs_ctx *v)
+static void rdmx_verbs_channel(struct rdmx_verbs_ctx *v,
+			       struct rdmx_verbs_dev *d)
 {
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
-	while (!ibv_get_cq_event(v->chan, &cq, &cq_ctx)) {
+	while (!ibv_get_cq_event(d->chan, &cq, &cq_ctx)) {
 		struct rdmx_verbs_conn *c = cq_ctx;
 
 		ibv_ack_cq_events(cq, 1);
@@ -376,13 +432,19 @@ static int rdmx_verbs_handle(struct rdmx_verbs_ctx *v,
 
 	for (int i = 0; i < n; i++) {
 		struct rdmx_verbs_conn *c = ev[i].data.ptr;
+		unsigned ndevs = atomic_load(&v->ndevs), k;
 
 		if (!c) /* stop: the thread's business */
 			continue;
-		if (ev[i].data.ptr == v->dev) {
-			rdmx_verbs_async(v);
-		} else if (ev[i].data.ptr == v->chan) {
-			rdmx_verbs_channel(v);
+		/* A device's: its asynchronous events, or its channel. */
+		for (k = 0; k < ndevs; k++)
+			if (ev[i].data.ptr == v->devs[k] ||
+			    ev[i].data.ptr == v->devs[k]->chan)
+				break;
+		if (k < ndevs && ev[i].data.ptr == v->devs[k]) {
+			rdmx_verbs_async(v->devs[k]);
+		} else if (k < ndevs) {
+			rdmx_verbs_channel(v, v->devs[k]);
 		} else if (rdmx_verbs_listed(v, c)) {
 			pthread_mutex_lock(&c->lock);
 			if (!rdmx_verbs_ctl_input(c))

@@ -32,6 +32,19 @@
  * (TCP_USER_TIMEOUT) only when the peer's host acknowledges nothing for
  * tcp.user_timeout: a lost packet or two is not a dead host, as a lost
  * keepalive probe would be. Version 4: this byte.
+ *
+ * RDMX_VERBS_F_KEYS: the sender's connection goes through a device other
+ * than its context's first, and the low half of its rkeys is the first
+ * device's key, not this one's. Before its first one-sided request naming
+ * an rkey, the other side asks on the control socket:
+ *   RDMX_VERBS_KEY_ASK, be64 rkey, be64 the request's remote address,
+ * and the sender answers, from its progress engine:
+ *   RDMX_VERBS_KEY_IS, be64 rkey, be32 key on its device, u8 1 (granted:
+ *   the rkey is live and holds the address) or 0 (refused: the key of a
+ *   registration that grants no remote access, so that the asking NIC
+ *   fails the request with a remote access error, as any refusal).
+ * The asker keeps granted keys per rkey; the device still checks bounds
+ * and access on every request. Version 5: these.
  */
 #ifndef RDMX_VERBS_PROTO_H
 #define RDMX_VERBS_PROTO_H
@@ -42,12 +55,17 @@
 #include "bytes.h"
 
 #define RDMX_VERBS_MAGIC 0x52444d56u /* "RDMV" */
-#define RDMX_VERBS_VERSION 4
+#define RDMX_VERBS_VERSION 5
 #define RDMX_VERBS_SETUP_LEN 48
 #define RDMX_VERBS_TOKEN_LEN 16
 #define RDMX_VERBS_F_SRQ 1u
+#define RDMX_VERBS_F_KEYS 2u
 #define RDMX_VERBS_UP 0x55 /* 'U' */
 #define RDMX_VERBS_PING 0x50 /* 'P' */
+#define RDMX_VERBS_KEY_ASK 0x4b /* 'K' */
+#define RDMX_VERBS_KEY_ASK_LEN 17
+#define RDMX_VERBS_KEY_IS 0x6b /* 'k' */
+#define RDMX_VERBS_KEY_IS_LEN 14
 
 struct rdmx_verbs_setup {
 	uint32_t cm_port;

@@ -6,7 +6,8 @@
  * is RNR-NAKed and retried by the peer's NIC, without limit, until a RECV
  * is posted. iWARP has no RNR retry (an empty srq would end the
  * connection), so a context on an iWARP device leaves srqs to the software
- * transports.
+ * transports. A srq lives on the context's first device, and serves the
+ * connections on it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static rdmx_status rdmx_verbs_srq_create(struct rdmx_srq *srq)
 {
 	struct rdmx_verbs_srq *s;
 	struct rdmx_verbs_ctx *v;
+	struct rdmx_verbs_dev *d;
 	struct ibv_srq_init_attr ia = { 0 };
 	void *priv;
 	rdmx_status st;
@@ -25,12 +27,13 @@ static rdmx_status rdmx_verbs_srq_create(struct rdmx_srq *srq)
 	if (st)
 		return st;
 	v = priv;
-	if (v->dev->device->transport_type != IBV_TRANSPORT_IB ||
-	    !v->attr.max_srq) {
+	d = v->devs[0];
+	if (d->dev->device->transport_type != IBV_TRANSPORT_IB ||
+	    !d->attr.max_srq) {
 		rdmx_info("verbs: %s has no shared receive queue a SEND can "
 			  "wait on (%s); srqs use the software transports",
-			  v->name,
-			  v->attr.max_srq ? "iWARP has no RNR retry"
+			  d->name,
+			  d->attr.max_srq ? "iWARP has no RNR retry"
 					  : "the device has none");
 		return RDMX_ERR_UNSUPPORTED;
 	}
@@ -38,13 +41,14 @@ static rdmx_status rdmx_verbs_srq_create(struct rdmx_srq *srq)
 	if (!s)
 		return RDMX_ERR_NOMEM;
 	s->vctx = v;
-	ia.attr.max_wr = srq->max_wr < (uint32_t)v->attr.max_srq_wr
+	s->d = d;
+	ia.attr.max_wr = srq->max_wr < (uint32_t)d->attr.max_srq_wr
 				 ? srq->max_wr
-				 : (uint32_t)v->attr.max_srq_wr;
+				 : (uint32_t)d->attr.max_srq_wr;
 	ia.attr.max_sge = v->ctx->cfg.conn_max_sge <
-					  (uint64_t)v->attr.max_srq_sge
+					  (uint64_t)d->attr.max_srq_sge
 				  ? (uint32_t)v->ctx->cfg.conn_max_sge
-				  : (uint32_t)v->attr.max_srq_sge;
+				  : (uint32_t)d->attr.max_srq_sge;
 	s->size = ia.attr.max_wr;
 	s->slot = calloc(s->size, sizeof(*s->slot));
 	s->free = calloc(s->size, sizeof(*s->free));
@@ -52,10 +56,10 @@ static rdmx_status rdmx_verbs_srq_create(struct rdmx_srq *srq)
 		st = RDMX_ERR_NOMEM;
 		goto err_free;
 	}
-	s->ibsrq = ibv_create_srq(v->pd, &ia);
+	s->ibsrq = ibv_create_srq(d->pd, &ia);
 	if (!s->ibsrq) {
 		rdmx_error("verbs: ibv_create_srq of %u RECVs on %s: %m",
-			   s->size, v->name);
+			   s->size, d->name);
 		st = RDMX_ERR_SYSTEM;
 		goto err_free;
 	}
@@ -126,7 +130,7 @@ static rdmx_status rdmx_verbs_srq_post_recv(struct rdmx_srq *srq,
 	uint32_t slot;
 	int rc;
 
-	w.num_sge = rdmx_verbs_recv_sges(sg, num_sge, sge);
+	w.num_sge = rdmx_verbs_recv_sges(s->vctx, s->d, sg, num_sge, sge);
 	pthread_mutex_lock(&s->lock);
 	if (!s->nfree) {
 		pthread_mutex_unlock(&s->lock);
