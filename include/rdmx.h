@@ -333,6 +333,7 @@ enum {
 	RDMX_CONN_ATTR_SRQ = 1 << 1,
 	RDMX_CONN_ATTR_PRIVATE_DATA = 1 << 2,
 	RDMX_CONN_ATTR_TRANSPORTS = 1 << 3,
+	RDMX_CONN_ATTR_SOURCE_ADDR = 1 << 4,
 };
 
 /* Transports, as bits of rdmx_conn_attr.transports. */
@@ -380,6 +381,15 @@ struct rdmx_conn_attr {
 	 * contexts. No common one: RDMX_ERR_NO_TRANSPORT, saying why.
 	 */
 	unsigned transports;
+	/*
+	 * RDMX_CONN_ATTR_SOURCE_ADDR (rdmx_connect): the numeric address of
+	 * this host this one connection connects from, instead of
+	 * conn.source_addr. Verbs goes through the device that owns it, so
+	 * it picks the connection's device (rdmx_verbs(7)). Not an address
+	 * of this host: RDMX_ERR_INVALID (logged). rdmx_accept ignores it:
+	 * its connections use the address the client reached.
+	 */
+	const char *source_addr;
 };
 
 /*
@@ -426,10 +436,10 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
  * client that finished its handshake, so a client that timed out is no
  * connection on the server either. @addr is "host:port", "[v6addr]:port",
  * "host" (port 18515), ":port" (this host) or "@NAME". Errors:
- * RDMX_ERR_INVALID (a malformed address, NULL arguments; logged),
- * RDMX_ERR_CONN_REFUSED, RDMX_ERR_UNREACHABLE, RDMX_ERR_TIMEOUT,
- * RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL, RDMX_ERR_NO_TRANSPORT, and
- * RDMX_ERR_CONN_LOST (the server closed during the handshake: it refused
+ * RDMX_ERR_INVALID (a malformed address, NULL arguments, a source
+ * address not of this host; logged), RDMX_ERR_CONN_REFUSED,
+ * RDMX_ERR_UNREACHABLE, RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL,
+ * RDMX_ERR_NO_TRANSPORT, and RDMX_ERR_CONN_LOST (the server closed during the handshake: it refused
  * this client, see its log).
  * "@NAME" asks the context's resolver (rdmx_ctx_set_resolver) first: its
  * errors (RDMX_ERR_NOT_FOUND: no such name), or RDMX_ERR_INVALID when the

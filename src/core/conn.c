@@ -175,6 +175,10 @@ bool rdmx_conn_attr_ok(const struct rdmx_ctx *ctx,
 			   RDMX_PRIVATE_DATA_MAX);
 		return false;
 	}
+	if ((attr->mask & RDMX_CONN_ATTR_SOURCE_ADDR) && !attr->source_addr) {
+		rdmx_error("connection attr: NULL source address");
+		return false;
+	}
 	if ((attr->mask & RDMX_CONN_ATTR_SRQ) &&
 	    (!attr->srq || attr->srq->ctx != ctx)) {
 		rdmx_error("connection attr names no srq, or one of another "
@@ -206,8 +210,11 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 			return st;
 		addr = named;
 	}
-	st = rdmx_sock_connect(addr, ctx->cfg.source_addr, rdmx_ms_left(call),
-			       &fd);
+	st = rdmx_sock_connect(addr,
+			       (attr->mask & RDMX_CONN_ATTR_SOURCE_ADDR)
+				       ? attr->source_addr
+				       : ctx->cfg.source_addr,
+			       rdmx_ms_left(call), &fd);
 	if (st)
 		return st;
 	rdmx_sock_name(fd, true, peer, sizeof(peer));

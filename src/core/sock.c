@@ -163,14 +163,17 @@ static int rdmx_sock_bind_src(int fd, const char *src, int family)
 	if (!src || !*src)
 		return 0;
 	if (getaddrinfo(src, NULL, &hints, &res)) {
-		rdmx_error("conn.source_addr '%s' is not a numeric address of "
+		rdmx_error("source address '%s' (conn.source_addr, or the "
+			   "connection's attr) is not a numeric address of "
 			   "this family",
 			   src);
 		return -1;
 	}
 	rc = bind(fd, res->ai_addr, res->ai_addrlen);
 	if (rc)
-		rdmx_error("cannot bind to conn.source_addr %s: %m", src);
+		rdmx_error("cannot bind to source address %s (conn.source_addr, "
+			   "or the connection's attr): %m",
+			   src);
 	freeaddrinfo(res);
 	return rc;
 }

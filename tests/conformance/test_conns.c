@@ -277,14 +277,19 @@ static void test_conn_transports_per_connection(void **state)
 	side_close(&s);
 }
 
-/* A connection of @c's to @host:@port, accepted by @s on @lst. */
+/* A connection of @c's from @src (NULL: the context's choice) to
+ * @host:@port, accepted by @s on @lst. */
 static struct rdmx_conn *connect_to(struct side *s, struct side *c,
-				    struct rdmx_listener *lst,
+				    struct rdmx_listener *lst, const char *src,
 				    const char *host, int port,
 				    struct rdmx_conn **sconn_p)
 {
 	struct acc a = { .s = s, .lst = lst };
-	struct rdmx_conn_attr attr = { .cq = c->cq };
+	struct rdmx_conn_attr attr = {
+		.mask = src ? RDMX_CONN_ATTR_SOURCE_ADDR : 0,
+		.cq = c->cq,
+		.source_addr = src,
+	};
 	struct rdmx_conn *conn = NULL;
 	char addr[64];
 
@@ -357,7 +362,8 @@ static void test_conn_device_per_address(void **state)
 	assert_int_equal(rdmx_listen(s.ctx, ":0", &lst), RDMX_OK);
 	port = rdmx_listener_port(lst);
 	for (int i = 0; i < 2; i++) {
-		cc[i] = connect_to(&s, &c, lst, host[i], port, &sc[i]);
+		cc[i] = connect_to(&s, &c, lst, host[i], host[i], port,
+				   &sc[i]);
 		rdmx_conn_info(cc[i], &info);
 		assert_string_equal(info.transport, "verbs");
 		if (!strstr(info.reason, dev[i]))
@@ -411,6 +417,64 @@ static void test_conn_device_per_address(void **state)
 	buf_free(&local);
 	buf_free(&back);
 	buf_free(&target);
+	side_close(&c);
+	side_close(&s);
+}
+
+/* Does @addr ("ip:port") have the host part @host? */
+static bool addr_is(const char *addr, const char *host)
+{
+	size_t n = strlen(host);
+
+	return !strncmp(addr, host, n) && addr[n] == ':';
+}
+
+/*
+ * One connection's source address, in its attr: the server sees the
+ * client come from it, and the next connection without it comes from the
+ * context's choice. One that is not this host's, or NULL, is INVALID.
+ */
+static void test_conn_source_addr_per_connection(void **state)
+{
+	/* Loopback is all of 127/8: a second address of this host. */
+	const char *other = strcmp(suite_addr(), "127.0.0.1") ? suite_addr()
+							      : "127.0.0.2";
+	struct side s, c;
+	struct rdmx_listener *lst;
+	struct rdmx_conn *cc, *sc, *conn = NULL;
+	struct rdmx_conn_info ci, si;
+	struct rdmx_conn_attr bad = { .mask = RDMX_CONN_ATTR_SOURCE_ADDR };
+	char addr[64];
+	int port;
+
+	(void)state;
+	side_open(&s);
+	side_open(&c);
+	port = side_listen(&s, &lst);
+	for (int i = 0; i < 2; i++) {
+		cc = connect_to(&s, &c, lst, i ? NULL : other, suite_addr(),
+				port, &sc);
+		rdmx_conn_info(cc, &ci);
+		rdmx_conn_info(sc, &si);
+		print_message("from %s to %s\n", si.peer_addr, ci.peer_addr);
+		assert_true(addr_is(ci.local_addr, i ? suite_addr() : other));
+		assert_true(addr_is(si.peer_addr, i ? suite_addr() : other));
+		rdmx_conn_close(cc);
+		rdmx_conn_close(sc);
+	}
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	bad.cq = c.cq;
+	bad.source_addr = "192.0.2.1"; /* TEST-NET-1: nobody's */
+	assert_int_equal(rdmx_connect(c.ctx, addr, &bad, 1000, &conn),
+			 RDMX_ERR_INVALID);
+	bad.source_addr = "not an address";
+	assert_int_equal(rdmx_connect(c.ctx, addr, &bad, 1000, &conn),
+			 RDMX_ERR_INVALID);
+	bad.source_addr = NULL;
+	assert_int_equal(rdmx_connect(c.ctx, addr, &bad, 1000, &conn),
+			 RDMX_ERR_INVALID);
+	assert_null(conn);
+	rdmx_listener_close(lst);
 	side_close(&c);
 	side_close(&s);
 }
@@ -564,6 +628,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conn_private_data_both_ways),
 		cmocka_unit_test(test_conn_transports_per_connection),
 		cmocka_unit_test(test_conn_device_per_address),
+		cmocka_unit_test(test_conn_source_addr_per_connection),
 		cmocka_unit_test(test_conn_churn_bounded),
 	};
 
