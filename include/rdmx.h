@@ -439,8 +439,8 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
  * RDMX_ERR_INVALID (a malformed address, NULL arguments, a source
  * address not of this host; logged), RDMX_ERR_CONN_REFUSED,
  * RDMX_ERR_UNREACHABLE, RDMX_ERR_TIMEOUT, RDMX_ERR_AUTH, RDMX_ERR_PROTOCOL,
- * RDMX_ERR_NO_TRANSPORT, and RDMX_ERR_CONN_LOST (the server closed during the handshake: it refused
- * this client, see its log).
+ * RDMX_ERR_NO_TRANSPORT, and RDMX_ERR_CONN_LOST (the server closed during the
+ * handshake: it refused this client, see its log).
  * "@NAME" asks the context's resolver (rdmx_ctx_set_resolver) first: its
  * errors (RDMX_ERR_NOT_FOUND: no such name), or RDMX_ERR_INVALID when the
  * context has none.

@@ -171,9 +171,10 @@ static int rdmx_sock_bind_src(int fd, const char *src, int family)
 	}
 	rc = bind(fd, res->ai_addr, res->ai_addrlen);
 	if (rc)
-		rdmx_error("cannot bind to source address %s (conn.source_addr, "
-			   "or the connection's attr): %m",
-			   src);
+		rdmx_error(
+			"cannot bind to source address %s (conn.source_addr, "
+			"or the connection's attr): %m",
+			src);
 	freeaddrinfo(res);
 	return rc;
 }

@@ -306,8 +306,8 @@ static struct rdmx_conn *connect_to(struct side *s, struct side *c,
 /* WRITE @seed's pattern at @off of @dst over @conn, READ it back into
  * @src, check it; @src and @dst's descriptor @r. */
 static void write_read(struct rdmx_conn *conn, struct side *from,
-		       struct buf *src, const struct rdmx_remote *r,
-		       size_t off, size_t len, uint8_t seed)
+		       struct buf *src, const struct rdmx_remote *r, size_t off,
+		       size_t len, uint8_t seed)
 {
 	struct rdmx_sge sg = sge_of(src, 0, len);
 
@@ -355,15 +355,13 @@ static void test_conn_device_per_address(void **state)
 		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE |
 			  RDMX_ACCESS_REMOTE_READ);
 	buf_alloc(&c, &local, 1 << 20, RDMX_ACCESS_LOCAL_WRITE);
-	buf_alloc(&s, &late, 1 << 16,
-		  RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&s, &late, 1 << 16, RDMX_ACCESS_LOCAL_WRITE);
 	rdmx_mr_remote(target.mr, &rt);
 	rdmx_mr_remote(back.mr, &rb);
 	assert_int_equal(rdmx_listen(s.ctx, ":0", &lst), RDMX_OK);
 	port = rdmx_listener_port(lst);
 	for (int i = 0; i < 2; i++) {
-		cc[i] = connect_to(&s, &c, lst, host[i], host[i], port,
-				   &sc[i]);
+		cc[i] = connect_to(&s, &c, lst, host[i], host[i], port, &sc[i]);
 		rdmx_conn_info(cc[i], &info);
 		assert_string_equal(info.transport, "verbs");
 		if (!strstr(info.reason, dev[i]))
@@ -386,8 +384,7 @@ static void test_conn_device_per_address(void **state)
 			  RDMX_ACCESS_REMOTE_READ);
 	rdmx_mr_remote(late.mr, &rl);
 	for (int i = 0; i < 2; i++)
-		write_read(sc[i], &s, &target, &rl, 8, 5000,
-			   (uint8_t)(40 + i));
+		write_read(sc[i], &s, &target, &rl, 8, 5000, (uint8_t)(40 + i));
 	/*
 	 * A READ with a forged high half: a NIC checks only the low 32
 	 * bits, so on the first device's connection it passes; where the

@@ -286,8 +286,8 @@ rdmx_status rdmx_verbs_post_recv(struct rdmx_conn *conn,
 void rdmx_verbs_kick(struct rdmx_verbs_conn *c);
 void rdmx_verbs_flush_pending(struct rdmx_verbs_conn *c, rdmx_status st);
 /* The peer's answer to our ask for @rkey's key: @key. Lock held. */
-void rdmx_verbs_key_told(struct rdmx_verbs_conn *c, uint64_t rkey,
-			 uint32_t key, bool ok);
+void rdmx_verbs_key_told(struct rdmx_verbs_conn *c, uint64_t rkey, uint32_t key,
+			 bool ok);
 
 /* verbs_progress.c */
 /* Poll @c's CQ and deliver; returns completions handled. Lock held. */

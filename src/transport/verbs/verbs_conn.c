@@ -314,8 +314,8 @@ static void rdmx_verbs_log_gid(struct rdmx_verbs_conn *c)
 	idx = qa.ah_attr.grh.sgid_index;
 	if (!ibv_query_gid(c->d->dev, c->id->port_num, idx, &gid))
 		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
-	if (snprintf(where, sizeof(where), "%s port %u, gid %u %s",
-		     c->d->name, c->id->port_num, idx, s) < 0)
+	if (snprintf(where, sizeof(where), "%s port %u, gid %u %s", c->d->name,
+		     c->id->port_num, idx, s) < 0)
 		return;
 	if (c->d->dev->device->transport_type == IBV_TRANSPORT_IB) {
 		size_t w = strlen(where);
@@ -524,8 +524,8 @@ static rdmx_status rdmx_verbs_gid_source(struct rdmx_verbs_conn *c,
 
 	if (idx < 0)
 		return RDMX_OK;
-	if (ibv_query_gid(c->d->dev, (uint8_t)c->vctx->ctx->cfg.verbs_port,
-			  idx, &gid)) {
+	if (ibv_query_gid(c->d->dev, (uint8_t)c->vctx->ctx->cfg.verbs_port, idx,
+			  &gid)) {
 		rdmx_error("verbs.gid_index %d: %s has no such GID", idx,
 			   c->d->name);
 		return RDMX_ERR_CONFIG;

@@ -106,7 +106,8 @@ static rdmx_status rdmx_verbs_dev_open(struct rdmx_verbs_ctx *v,
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, d->chan->fd, &ev))
 		goto err_sys;
 	/* The device's asynchronous events: a QP it moved to error. */
-	fcntl(dev->async_fd, F_SETFL, fcntl(dev->async_fd, F_GETFL) | O_NONBLOCK);
+	fcntl(dev->async_fd, F_SETFL,
+	      fcntl(dev->async_fd, F_GETFL) | O_NONBLOCK);
 	ev.data.ptr = d;
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, dev->async_fd, &ev)) {
 		epoll_ctl(v->epfd, EPOLL_CTL_DEL, d->chan->fd, NULL);
@@ -322,8 +323,7 @@ bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd)
 	return fd < 0 || !rdmx_verbs_dev_of(v, fd, &d);
 }
 
-static void rdmx_verbs_memlock_hint(const struct rdmx_verbs_dev *d,
-				    size_t len)
+static void rdmx_verbs_memlock_hint(const struct rdmx_verbs_dev *d, size_t len)
 {
 	struct rlimit rl;
 

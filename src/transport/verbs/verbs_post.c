@@ -113,8 +113,8 @@ static uint32_t rdmx_verbs_peer_key(struct rdmx_verbs_conn *c,
 	return k->rkey == wr->rkey ? k->key : c->key_answer.key;
 }
 
-void rdmx_verbs_key_told(struct rdmx_verbs_conn *c, uint64_t rkey,
-			 uint32_t key, bool ok)
+void rdmx_verbs_key_told(struct rdmx_verbs_conn *c, uint64_t rkey, uint32_t key,
+			 bool ok)
 {
 	if (!rkey || rkey != c->key_asked)
 		return;

@@ -300,8 +300,7 @@ void rdmx_verbs_watchdog(struct rdmx_verbs_conn *c, uint64_t now)
 	rdmx_error("verbs: %s completed nothing for %llu ms with %u requests "
 		   "outstanding to %s; failing the connection "
 		   "(verbs.request_timeout)",
-		   c->d->name,
-		   (unsigned long long)(now - c->busy_since) / 1000,
+		   c->d->name, (unsigned long long)(now - c->busy_since) / 1000,
 		   c->sq.count, c->base.info.peer_addr);
 	rdmx_verbs_conn_fail(c, RDMX_ERR_CONN_LOST);
 	rdmx_verbs_poll_conn(c);
@@ -327,8 +326,8 @@ static bool rdmx_verbs_key_answer(struct rdmx_verbs_conn *c, const uint8_t *m)
 	a[13] = imr != NULL;
 	rdmx_mr_release(mr);
 	rdmx_debug("verbs: %s asked for the key of rkey 0x%llx on %s: %s",
-		   c->base.info.peer_addr, (unsigned long long)rkey,
-		   c->d->name, imr ? "granted" : "refused");
+		   c->base.info.peer_addr, (unsigned long long)rkey, c->d->name,
+		   imr ? "granted" : "refused");
 	return send(c->ctl, a, sizeof(a), MSG_DONTWAIT | MSG_NOSIGNAL) ==
 	       (ssize_t)sizeof(a);
 }
