@@ -62,6 +62,70 @@ static void test_progress_resumes_after_spinning_stops(void **state)
 	pair_close(&p);
 }
 
+struct sleeper {
+	struct rdmx_cq *cq;
+	rdmx_status st;
+	struct rdmx_completion wc;
+	pthread_t thread;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *w = arg;
+
+	w->st = rdmx_cq_wait(w->cq, T_TIMEOUT_MS);
+	if (!w->st && rdmx_poll(w->cq, &w->wc, 1) != 1)
+		w->st = RDMX_ERR_SYSTEM;
+	return NULL;
+}
+
+/*
+ * The target sleeps in rdmx_cq_wait for a SEND (its progress thread
+ * stays off the epoll set meanwhile: the sleeper serves), then makes no
+ * call, and its thread serves the WRITE that follows: the last sleeper to
+ * leave hands back. Eight rounds.
+ */
+static void test_progress_resumes_after_sleeping(void **state)
+{
+	struct pair p;
+	struct buf src, dst, msg, in;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+
+	(void)state;
+	pair_open_with(&p, "RDMX_PROGRESS_WAIT_SPIN", "0"); /* asleep at once */
+	buf_alloc(&p.c, &src, 4096, 0);
+	buf_alloc(&p.c, &msg, 64, 0);
+	buf_alloc(&p.s, &in, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &dst, 4096,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	rem = share_remote(&p, &dst);
+	for (uint8_t round = 1; round <= 8; round++) {
+		struct sleeper w = { .cq = p.s.cq };
+		struct timespec nap = { 0, 5 * 1000 * 1000 };
+
+		sg = sge_of(&in, 0, in.len);
+		assert_int_equal(rdmx_post_recv(p.sconn, &sg, 1, round),
+				 RDMX_OK);
+		assert_int_equal(
+			pthread_create(&w.thread, NULL, sleeper_main, &w), 0);
+		nanosleep(&nap, NULL); /* asleep by now, most likely */
+		sg = sge_of(&msg, 0, msg.len);
+		assert_int_equal(rdmx_post_send(p.cconn, &sg, round), RDMX_OK);
+		expect_wc(p.c.cq, RDMX_OK, RDMX_OP_SEND);
+		pthread_join(w.thread, NULL);
+		assert_int_equal(w.st, RDMX_OK);
+		assert_int_equal(w.wc.status, RDMX_OK);
+		assert_int_equal(w.wc.wr_id, round);
+		write_served(&p, &src, &dst, &rem, round);
+	}
+	buf_free(&in);
+	buf_free(&msg);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 /* CPU seconds this process used while rdmx_cq_wait timed out @ms. */
 static double cpu_while_waiting(struct rdmx_cq *cq, int ms)
 {
@@ -213,6 +277,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_progress_resumes_after_spinning_stops),
+		cmocka_unit_test(test_progress_resumes_after_sleeping),
 		cmocka_unit_test(test_progress_fd_users_are_served),
 		cmocka_unit_test(test_progress_cq_fd_without_thread),
 		cmocka_unit_test(test_progress_polling_or_events),
