@@ -528,6 +528,61 @@ static void test_conn_close_flushes_writes_in_flight(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Requests still waiting behind those the transport took (SENDs the peer
+ * has no RECV for, a WRITE behind them) complete after them at close: in
+ * posting order, each done or flushed, the SENDs flushed.
+ */
+static void test_conn_close_flushes_in_posting_order(void **state)
+{
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge s, small;
+	struct rdmx_completion wc;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.s, &dst, CHUNK,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&p.c, &src, CHUNK, 0);
+	rem = share_remote(&p, &dst);
+	s = sge_of(&src, 0, CHUNK);
+	small = sge_of(&src, 0, 8);
+	for (uint64_t i = 0; i < 12; i++) {
+		bool send = i == 8 || i == 9; /* the server posts no RECV */
+
+		assert_int_equal(send ? rdmx_post_send(p.cconn, &small, i)
+				      : rdmx_post_write(p.cconn, &s, rem.addr,
+							rem.rkey, i),
+				 RDMX_OK);
+	}
+	rdmx_conn_close(p.cconn);
+	p.cconn = NULL;
+	for (uint64_t i = 0; i < 12; i++) {
+		bool send = i == 8 || i == 9;
+
+		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 1);
+		if (wc.wr_id != i)
+			fail_msg("completion %llu of 12 at close is wr_id "
+				 "%llu (%s): out of posting order",
+				 (unsigned long long)i,
+				 (unsigned long long)wc.wr_id,
+				 rdmx_strerror(wc.status));
+		assert_int_equal(wc.opcode,
+				 send ? RDMX_OP_SEND : RDMX_OP_WRITE);
+		if (wc.status != RDMX_ERR_FLUSHED &&
+		    (send || wc.status != RDMX_OK))
+			fail_msg("request %llu at close: %s",
+				 (unsigned long long)i,
+				 rdmx_strerror(wc.status));
+	}
+	assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 static const struct child children[] = {
 	{ "doomed_peer", doomed_peer },
 	{ "stuck_sender", stuck_sender },
@@ -546,6 +601,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conn_peer_killed_mid_frame_unread),
 		cmocka_unit_test(test_conn_close_flushes),
 		cmocka_unit_test(test_conn_close_flushes_writes_in_flight),
+		cmocka_unit_test(test_conn_close_flushes_in_posting_order),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

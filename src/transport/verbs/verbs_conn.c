@@ -897,7 +897,10 @@ void rdmx_verbs_mark_dead(struct rdmx_verbs_conn *c, rdmx_status st)
 	c->dead = true;
 	c->flush_status = st;
 	c->dead_since = rdmx_now_us();
-	rdmx_verbs_flush_pending(c, st);
+	/* Those waiting were posted after all the NIC has: they complete
+	 * after it (rdmx_verbs_poll_conn, rdmx_verbs_flush_sw). */
+	if (!c->sq.count)
+		rdmx_verbs_flush_pending(c, st);
 }
 
 void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st)

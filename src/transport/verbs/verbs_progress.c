@@ -174,6 +174,8 @@ int rdmx_verbs_poll_conn(struct rdmx_verbs_conn *c)
 	} while (n == 16);
 	if (n < 0)
 		rdmx_error("verbs: ibv_poll_cq: %d", n);
+	if (c->dead && !c->sq.count && c->pend_head) /* in posting order */
+		rdmx_verbs_flush_pending(c, c->flush_status);
 	rdmx_verbs_kick(c);
 	return total;
 }
@@ -219,6 +221,7 @@ void rdmx_verbs_flush_sw(struct rdmx_verbs_conn *c)
 		out.byte_len = out.status ? 0 : rec->len;
 		rdmx_cq_push(c->base.cq, &out);
 	}
+	rdmx_verbs_flush_pending(c, c->flush_status); /* posted after those */
 	r = &c->rq;
 	out.status = c->flush_status;
 	out.byte_len = 0;
