@@ -481,6 +481,17 @@ static void test_conn_close_flushes(void **state)
 	pair_close(&p);
 }
 
+/* A pair, a chunk to WRITE from and one to WRITE into, its descriptor. */
+static struct rdmx_remote chunk_pair(struct pair *p, struct buf *src,
+				     struct buf *dst)
+{
+	pair_open(p);
+	buf_alloc(&p->s, dst, CHUNK,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	buf_alloc(&p->c, src, CHUNK, 0);
+	return share_remote(p, dst);
+}
+
 /*
  * Requests in flight when their own side closes are flushed, on every
  * transport alike: FLUSHED, or done (siw said CONN_LOST for the WRITEs
@@ -496,11 +507,7 @@ static void test_conn_close_flushes_writes_in_flight(void **state)
 	int flushed = 0, done = 0;
 
 	(void)state;
-	pair_open(&p);
-	buf_alloc(&p.s, &dst, CHUNK,
-		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
-	buf_alloc(&p.c, &src, CHUNK, 0);
-	rem = share_remote(&p, &dst);
+	rem = chunk_pair(&p, &src, &dst);
 	s = sge_of(&src, 0, CHUNK);
 	for (int i = 0; i < 16; i++)
 		assert_int_equal(rdmx_post_write(p.cconn, &s, rem.addr,
@@ -542,11 +549,7 @@ static void test_conn_close_flushes_in_posting_order(void **state)
 	struct rdmx_completion wc;
 
 	(void)state;
-	pair_open(&p);
-	buf_alloc(&p.s, &dst, CHUNK,
-		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
-	buf_alloc(&p.c, &src, CHUNK, 0);
-	rem = share_remote(&p, &dst);
+	rem = chunk_pair(&p, &src, &dst);
 	s = sge_of(&src, 0, CHUNK);
 	small = sge_of(&src, 0, 8);
 	for (uint64_t i = 0; i < 12; i++) {
