@@ -116,13 +116,6 @@ struct rdmx_transport_ops {
 	/* The callers stop driving progress (one is about to sleep). */
 	void (*idle)(void *priv);
 	/*
-	 * Optional: a caller of rdmx_cq_wait begins (@begin) or ends a sleep
-	 * on the transport's progress fd, progressing itself on each wake:
-	 * a background thread may stay off that fd meanwhile, so that one
-	 * wake-up, the sleeper's, serves each event. NULL: idle() at begin.
-	 */
-	void (*sleep)(void *priv, bool begin);
-	/*
 	 * Optional: can this transport reach the peer of the control socket
 	 * @fd from here? Decides what the handshake offers. NULL: yes.
 	 */
@@ -216,8 +209,6 @@ const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id);
 int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning);
 /* Tell every open transport that callers stopped driving progress. */
 void rdmx_ctx_idle(struct rdmx_ctx *ctx);
-/* A caller of rdmx_cq_wait begins or ends its sleep (ops->sleep). */
-void rdmx_ctx_sleep(struct rdmx_ctx *ctx, bool begin);
 void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta);
 
 /* ---- memory registration ------------------------------------------------ */

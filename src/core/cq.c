@@ -266,8 +266,8 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 			continue;
 		spinning = false;
 
-		/* From here we sleep, and progress on each wake-up. */
-		rdmx_ctx_sleep(cq->ctx, true);
+		/* From here the background thread must serve: hand over. */
+		rdmx_ctx_idle(cq->ctx);
 		pthread_mutex_lock(&cq->lock);
 		cq->waiters++;
 		if (cq->count)
@@ -279,7 +279,6 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 		pthread_mutex_lock(&cq->lock);
 		cq->waiters--;
 		pthread_mutex_unlock(&cq->lock);
-		rdmx_ctx_sleep(cq->ctx, false);
 	}
 }
 

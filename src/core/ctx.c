@@ -372,22 +372,6 @@ void rdmx_ctx_idle(struct rdmx_ctx *ctx)
 	}
 }
 
-void rdmx_ctx_sleep(struct rdmx_ctx *ctx, bool begin)
-{
-	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
-		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
-						  memory_order_acquire);
-		const struct rdmx_transport_ops *ops = ctx->tp[i].ops;
-
-		if (!priv)
-			continue;
-		if (ops->sleep)
-			ops->sleep(priv, begin);
-		else if (begin && ops->idle)
-			ops->idle(priv);
-	}
-}
-
 rdmx_status rdmx_ctx_config(const struct rdmx_ctx *ctx, const char *key,
 			    char *buf, size_t len)
 {

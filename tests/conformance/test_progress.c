@@ -80,10 +80,10 @@ static void *sleeper_main(void *arg)
 }
 
 /*
- * The target sleeps in rdmx_cq_wait for a SEND (its progress thread
- * stays off the epoll set meanwhile: the sleeper serves), then makes no
- * call, and its thread serves the WRITE that follows: the last sleeper to
- * leave hands back. Eight rounds.
+ * The target sleeps in rdmx_cq_wait for a SEND (it spins first, which
+ * sends the progress thread into its back-off, and hands over as it goes
+ * to sleep), then makes no call, and its thread serves the WRITE that
+ * follows. Eight rounds.
  */
 static void test_progress_resumes_after_sleeping(void **state)
 {

@@ -49,6 +49,5 @@ const struct rdmx_transport_ops rdmx_shm_ops = {
 	.srq = &rdmx_sw_srq_ops,
 	.progress = rdmx_sw_progress,
 	.idle = rdmx_sw_idle,
-	.sleep = rdmx_sw_sleep,
 	.progress_fd = rdmx_sw_progress_fd,
 };

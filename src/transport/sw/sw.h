@@ -114,13 +114,6 @@ struct rdmx_sw_ctx {
 	 */
 	_Atomic uint64_t app_poll_us;
 	atomic_bool backing_off;
-	/*
-	 * Callers asleep in rdmx_cq_wait watch the epoll set and progress on
-	 * each wake-up; meanwhile the thread stays off it (parked), so that
-	 * one wake-up serves each event. The last to leave kicks it.
-	 */
-	atomic_uint sleepers;
-	atomic_bool parked;
 	/* Some connection holds ACKs back (rdmx_sw_release_acks). */
 	atomic_bool acks_held;
 
@@ -487,7 +480,6 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold);
 /* Handle ready connections without blocking; returns the number. */
 int rdmx_sw_progress(void *priv, bool spinning);
 void rdmx_sw_idle(void *priv);
-void rdmx_sw_sleep(void *priv, bool begin);
 int rdmx_sw_progress_fd(void *priv);
 void *rdmx_sw_thread(void *arg);
 

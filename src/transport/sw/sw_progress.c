@@ -841,8 +841,6 @@ int rdmx_sw_progress(void *priv, bool spinning)
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 }
 
-static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on);
-
 void rdmx_sw_idle(void *priv)
 {
 	struct rdmx_sw_ctx *tctx = priv;
@@ -855,34 +853,6 @@ void rdmx_sw_idle(void *priv)
 	    write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
 		rdmx_debug("cannot wake the %s progress thread: %m",
 			   tctx->tp->ops->name);
-}
-
-void rdmx_sw_sleep(void *priv, bool begin)
-{
-	struct rdmx_sw_ctx *tctx = priv;
-	uint64_t one = 1;
-
-	if (!begin) {
-		/* Pairs with the thread's store of parked, then load. */
-		if (atomic_fetch_sub(&tctx->sleepers, 1) == 1 &&
-		    atomic_load(&tctx->parked) &&
-		    write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
-			rdmx_debug("cannot wake the %s progress thread: %m",
-				   tctx->tp->ops->name);
-		return;
-	}
-	rdmx_sw_release_acks(tctx); /* nobody will poll them out */
-	atomic_fetch_add(&tctx->sleepers, 1);
-	atomic_store(&tctx->app_poll_us, 0);
-	/*
-	 * Pairs with the thread's store of backing_off, then load of
-	 * sleepers: a thread backing off disarmed the peers' wake-ups, or is
-	 * about to and then sees us. Arm them, and take what came meanwhile.
-	 */
-	if (atomic_load(&tctx->backing_off)) {
-		rdmx_sw_arm_all(tctx, true);
-		rdmx_sw_progress(tctx, false);
-	}
 }
 
 int rdmx_sw_progress_fd(void *priv)
@@ -939,13 +909,12 @@ static bool rdmx_sw_back_off(struct rdmx_sw_ctx *tctx, uint64_t last)
 	atomic_store(&tctx->backing_off, true);
 	rdmx_sw_arm_all(tctx, false);
 	for (;;) {
-		/* Stored backing_off, now load app_poll_us: pairs with idle(),
-		 * and sleepers: with sleep(), whose wake-ups stay armed. */
+		/* Stored backing_off, now load app_poll_us: pairs with idle().
+		 */
 		uint64_t now = rdmx_now_us(), wait;
 
 		last = atomic_load(&tctx->app_poll_us);
-		if (!last || now - last >= quiet ||
-		    atomic_load(&tctx->sleepers))
+		if (!last || now - last >= quiet)
 			break;
 		wait = last + quiet - now;
 		if (wait < RDMX_SW_LOOK_US)
@@ -960,29 +929,6 @@ static bool rdmx_sw_back_off(struct rdmx_sw_ctx *tctx, uint64_t last)
 	return exit;
 }
 
-/*
- * While callers sleep in rdmx_cq_wait on the epoll set, they progress on
- * each wake-up: stay off it, so that one wake-up, theirs, serves each
- * event (both woke for each, and then the sleeper woke again for the
- * completion we made). The last to leave kicks us. True to exit.
- */
-static bool rdmx_sw_park(struct rdmx_sw_ctx *tctx)
-{
-	struct pollfd pfd = { .fd = tctx->stop_efd, .events = POLLIN };
-
-	while (atomic_load(&tctx->sleepers)) {
-		int n;
-
-		/* Stored parked, now load sleepers: pairs with sleep(). */
-		atomic_store(&tctx->parked, true);
-		n = atomic_load(&tctx->sleepers) ? poll(&pfd, 1, -1) : 0;
-		atomic_store(&tctx->parked, false);
-		if (n > 0 && rdmx_sw_kicked(tctx))
-			return true;
-	}
-	return false;
-}
-
 void *rdmx_sw_thread(void *arg)
 {
 	struct rdmx_sw_ctx *tctx = arg;
@@ -991,8 +937,6 @@ void *rdmx_sw_thread(void *arg)
 	int n;
 
 	for (;;) {
-		if (rdmx_sw_park(tctx))
-			return NULL;
 		last = atomic_load_explicit(&tctx->app_poll_us,
 					    memory_order_relaxed);
 		if (last && rdmx_now_us() - last <
@@ -1014,8 +958,7 @@ void *rdmx_sw_thread(void *arg)
 		for (int i = 0; i < n; i++)
 			if (!ev[i].data.u64 && rdmx_sw_kicked(tctx))
 				return NULL;
-		/* A sleeper came, and woke for these too: they are its. */
-		if (n > 0 && !atomic_load(&tctx->sleepers))
+		if (n > 0)
 			rdmx_sw_handle(tctx, ev, n, false);
 	}
 }
