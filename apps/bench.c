@@ -287,7 +287,6 @@ struct bench_bar {
  * taken more than 2 s: iterations done of @total, or with -D (@bar->end)
  * seconds passed of the duration.
  */
-
 static void bench_progress(struct bench_bar *bar, uint64_t done, uint64_t total)
 {
 	double now = cli_now_us(), frac;

@@ -93,7 +93,7 @@ static rdmx_status rdmx_resolve(const char *addr, bool passive,
 	return RDMX_OK;
 }
 
-static int rdmx_set_nonblock(int fd)
+int rdmx_set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 

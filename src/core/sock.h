@@ -28,6 +28,8 @@ rdmx_status rdmx_sock_write_full(int fd, const void *buf, size_t len,
 
 /* "ip:port" of either end of a connected socket. */
 void rdmx_sock_name(int fd, bool peer, char *buf, size_t len);
+/* O_NONBLOCK on @fd; 0 or -1. */
+int rdmx_set_nonblock(int fd);
 
 /*
  * A control socket: TCP_NODELAY, and keepalive that ends it after about

@@ -214,6 +214,8 @@ static inline struct rdmx_verbs_conn *to_verbs_conn(struct rdmx_conn *conn)
 rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p);
 void rdmx_verbs_close(void *priv);
 bool rdmx_verbs_usable(struct rdmx_ctx *ctx, int fd);
+/* Our address of control socket @fd, port 0: what rdma_cm binds to. */
+int rdmx_verbs_local_addr(int fd, struct sockaddr_storage *ss);
 /*
  * The device that owns our address of control socket @fd, opened if it
  * was not (and verbs.device allows it): RDMX_ERR_NO_TRANSPORT, logged,

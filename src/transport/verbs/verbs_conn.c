@@ -398,14 +398,12 @@ static rdmx_status rdmx_verbs_accept_request(struct rdmx_verbs_conn *c,
 					     uint64_t deadline)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	struct rdma_cm_id *lid;
 	rdmx_status st = RDMX_ERR_SYSTEM;
 
-	if (rdma_create_id(c->ech, &lid, c, RDMA_PS_TCP))
+	if (rdmx_verbs_local_addr(c->ctl, &ss) ||
+	    rdma_create_id(c->ech, &lid, c, RDMA_PS_TCP))
 		return RDMX_ERR_SYSTEM;
-	getsockname(c->ctl, (struct sockaddr *)&ss, &sl);
-	((struct sockaddr_in *)&ss)->sin_port = 0;
 	/*
 	 * On iWARP the listener is a real TCP socket: the port rdma_cm picks
 	 * may already be a TCP connection's (seen with 64 connections on
@@ -607,13 +605,13 @@ static rdmx_status rdmx_verbs_connect(struct rdmx_verbs_conn *c,
 	struct rdma_conn_param param = rdmx_verbs_param(c);
 	uint8_t answer[RDMX_VERBS_TOKEN_LEN] = { 0 }; /* the acceptor's flags */
 	struct sockaddr_storage src, dst;
-	socklen_t sl = sizeof(src), dl = sizeof(dst);
+	socklen_t dl = sizeof(dst);
 	struct rdma_cm_id *id;
 	rdmx_status st;
 
-	getsockname(c->ctl, (struct sockaddr *)&src, &sl);
-	getpeername(c->ctl, (struct sockaddr *)&dst, &dl);
-	((struct sockaddr_in *)&src)->sin_port = 0;
+	if (rdmx_verbs_local_addr(c->ctl, &src) ||
+	    getpeername(c->ctl, (struct sockaddr *)&dst, &dl))
+		return RDMX_ERR_SYSTEM;
 	st = rdmx_verbs_gid_source(c, &src);
 	if (st)
 		return st;

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The verbs transport's device: choosing it, opening it, registering memory. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sock.h"
 #include "verbs.h"
 
 static bool rdmx_verbs_port_active(struct ibv_context *dev, uint8_t port)
@@ -65,6 +65,16 @@ static void rdmx_verbs_dev_close(struct rdmx_verbs_dev *d)
 	free(d);
 }
 
+/* @fd, non-blocking, in the context's epoll set as @ptr; 0 or -1. */
+static int rdmx_verbs_watch(struct rdmx_verbs_ctx *v, int fd, void *ptr)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = ptr };
+
+	return rdmx_set_nonblock(fd)
+		       ? -1
+		       : epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
 /*
  * Open @dev as the context's next device: its PD, its completion channel
  * and its asynchronous events in the context's epoll set. dev_lock held
@@ -74,7 +84,6 @@ static rdmx_status rdmx_verbs_dev_open(struct rdmx_verbs_ctx *v,
 				       struct ibv_context *dev,
 				       struct rdmx_verbs_dev **d_p)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
 	unsigned n = atomic_load(&v->ndevs);
 	struct rdmx_verbs_dev *d;
 
@@ -101,15 +110,10 @@ static rdmx_status rdmx_verbs_dev_open(struct rdmx_verbs_ctx *v,
 			       : NULL;
 	if (!d->refuse_mr)
 		goto err_sys;
-	fcntl(d->chan->fd, F_SETFL, fcntl(d->chan->fd, F_GETFL) | O_NONBLOCK);
-	ev.data.ptr = d->chan;
-	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, d->chan->fd, &ev))
+	if (rdmx_verbs_watch(v, d->chan->fd, d->chan))
 		goto err_sys;
 	/* The device's asynchronous events: a QP it moved to error. */
-	fcntl(dev->async_fd, F_SETFL,
-	      fcntl(dev->async_fd, F_GETFL) | O_NONBLOCK);
-	ev.data.ptr = d;
-	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, dev->async_fd, &ev)) {
+	if (rdmx_verbs_watch(v, dev->async_fd, d)) {
 		epoll_ctl(v->epfd, EPOLL_CTL_DEL, d->chan->fd, NULL);
 		goto err_sys;
 	}
@@ -267,6 +271,16 @@ static void rdmx_verbs_why_not(struct rdmx_verbs_ctx *v, int fd,
 			    ibv_get_device_name(dev));
 }
 
+int rdmx_verbs_local_addr(int fd, struct sockaddr_storage *ss)
+{
+	socklen_t sl = sizeof(*ss);
+
+	if (getsockname(fd, (struct sockaddr *)ss, &sl))
+		return -1;
+	((struct sockaddr_in *)ss)->sin_port = 0; /* same offset in v6 */
+	return 0;
+}
+
 /*
  * The device that owns our address of control socket @fd (RoCE and iWARP
  * alike: rdma_cm says which). Loopback addresses belong to none.
@@ -275,16 +289,14 @@ rdmx_status rdmx_verbs_dev_of(struct rdmx_verbs_ctx *v, int fd,
 			      struct rdmx_verbs_dev **d_p)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	struct ibv_device *dev = NULL;
 	struct ibv_context *listed;
 	struct rdma_cm_id *id;
 	rdmx_status st = RDMX_ERR_NO_TRANSPORT;
 
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) ||
+	if (rdmx_verbs_local_addr(fd, &ss) ||
 	    rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
 		return RDMX_ERR_SYSTEM;
-	((struct sockaddr_in *)&ss)->sin_port = 0; /* same offset in v6 */
 	if (!rdma_bind_addr(id, (struct sockaddr *)&ss) && id->verbs)
 		dev = id->verbs->device;
 	rdma_destroy_id(id);
