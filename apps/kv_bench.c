@@ -41,29 +41,36 @@ static void kvb_key(char *buf, uint64_t k)
 	snprintf(buf, 32, "key:%012" PRIu64, k);
 }
 
-/* A value: key and version in its first 16 bytes, the rest from them. */
+/*
+ * A value: key and version in its first 16 bytes, then byte i is
+ * (key * 131 + version * 31 + i) mod 256. Both loops run without an early
+ * exit, so the compiler vectorizes them: checking every byte must not be
+ * what limits the bench (it was a quarter of the client's time).
+ */
 static void kvb_fill(uint8_t *p, uint64_t len, uint64_t key, uint64_t ver)
 {
 	uint64_t h[2] = { key, ver };
+	uint8_t base = (uint8_t)(key * 131 + ver * 31);
 
 	memcpy(p, h, len < 16 ? len : 16);
 	for (uint64_t i = 16; i < len; i++)
-		p[i] = (uint8_t)(key * 131 + ver * 31 + i);
+		p[i] = (uint8_t)(base + i);
 }
 
 static bool kvb_check(const uint8_t *p, uint64_t len, uint64_t key)
 {
 	uint64_t h[2] = { 0, 0 };
+	uint8_t base, diff = 0;
 
 	if (len < 16)
 		return true; /* nothing to name them by */
 	memcpy(h, p, 16);
 	if (h[0] != key)
 		return false;
+	base = (uint8_t)(key * 131 + h[1] * 31);
 	for (uint64_t i = 16; i < len; i++)
-		if (p[i] != (uint8_t)(key * 131 + h[1] * 31 + i))
-			return false;
-	return true;
+		diff |= (uint8_t)(p[i] ^ (uint8_t)(base + i));
+	return diff == 0;
 }
 
 static uint64_t kvb_rnd(uint64_t *s)
