@@ -114,8 +114,12 @@ struct rdmx_sw_ctx {
 	 */
 	_Atomic uint64_t app_poll_us;
 	atomic_bool backing_off;
-	/* Some connection holds ACKs back (rdmx_sw_release_acks). */
-	atomic_bool acks_held;
+	/*
+	 * The connections that hold ACKs back (rdmx_sw_release_acks), each
+	 * with a reference: a stack that holders push onto and a release
+	 * takes whole, so a release walks those, not every connection.
+	 */
+	_Atomic(struct rdmx_sw_conn *) held;
 
 	/*
 	 * epoll carries a key (generation << 32 | slot + 1), never a pointer:
@@ -260,6 +264,8 @@ struct rdmx_sw_conn {
 	 * (after progress.idle_after, at most RDMX_SW_LOOK_US late).
 	 */
 	bool acks_held;
+	atomic_bool held_listed; /* on tctx->held */
+	struct rdmx_sw_conn *next_held;
 
 	/* target */
 	uint32_t owed; /* the peer's requests whose answers have not left */

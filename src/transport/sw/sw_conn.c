@@ -80,6 +80,7 @@ void rdmx_sw_close(void *priv)
 				   tctx->tp->ops->name);
 		pthread_join(tctx->thread, NULL);
 	}
+	rdmx_sw_release_acks(tctx); /* their references */
 	close(tctx->stop_efd);
 	close(tctx->timer_fd);
 	close(tctx->epfd);

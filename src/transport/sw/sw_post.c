@@ -143,6 +143,20 @@ static int rdmx_sw_tx_gather(struct rdmx_sw_conn *c, struct iovec *iov)
 	return n;
 }
 
+/* List @c on its context's held stack, once, with a reference. */
+static void rdmx_sw_held_push(struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_conn *head;
+
+	if (atomic_exchange(&c->held_listed, true))
+		return;
+	atomic_fetch_add(&c->refs, 1);
+	head = atomic_load_explicit(&c->tctx->held, memory_order_relaxed);
+	do
+		c->next_held = head;
+	while (!atomic_compare_exchange_weak(&c->tctx->held, &head, c));
+}
+
 static void rdmx_sw_tx_flush(struct rdmx_sw_conn *c)
 {
 	struct iovec iov[RDMX_SW_TX_IOV];
@@ -231,7 +245,7 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 	 */
 	if (hold && (c->tx_head ? rdmx_sw_only_acks(c) : c->grant != 0)) {
 		c->acks_held = true;
-		atomic_store(&c->tctx->acks_held, true);
+		rdmx_sw_held_push(c);
 		return;
 	}
 	/*
@@ -247,21 +261,24 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 	rdmx_sw_tx_flush(c);
 }
 
-static void rdmx_sw_release(struct rdmx_sw_conn *c, void *arg)
-{
-	(void)arg;
-	if (c->acks_held)
-		rdmx_sw_tx_progress(c); /* held credits become a frame */
-}
-
 void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx)
 {
-	/* Cleared before the walk: a connection that holds ACKs after it
-	 * sets the flag again, for the next call. */
-	if (!atomic_load_explicit(&tctx->acks_held, memory_order_relaxed) ||
-	    !atomic_exchange(&tctx->acks_held, false))
+	struct rdmx_sw_conn *c, *next;
+
+	if (!atomic_load_explicit(&tctx->held, memory_order_relaxed) ||
+	    !(c = atomic_exchange(&tctx->held, NULL)))
 		return;
-	rdmx_sw_each(tctx, rdmx_sw_release, NULL);
+	for (; c; c = next) {
+		/* Read before it leaves the list: then a holder may push it
+		 * again (for the next call), and rewrite next_held. */
+		next = c->next_held;
+		atomic_store(&c->held_listed, false);
+		pthread_mutex_lock(&c->lock);
+		if (c->acks_held && !c->dead)
+			rdmx_sw_tx_progress(c); /* held credits become a frame */
+		rdmx_sw_unlock(c);
+		rdmx_sw_conn_put(c);
+	}
 }
 
 rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
