@@ -44,6 +44,7 @@ const struct rdmx_transport_ops rdmx_shm_ops = {
 	.conn_close = rdmx_sw_conn_close,
 	.conn_check = rdmx_sw_conn_check,
 	.post_send = rdmx_sw_post_send,
+	.post_list = rdmx_sw_post_list,
 	.post_recv = rdmx_sw_post_recv,
 	.mr_revoke = rdmx_shm_mr_revoke,
 	.srq = &rdmx_sw_srq_ops,

@@ -451,6 +451,8 @@ void rdmx_sw_complete(struct rdmx_sw_conn *c, uint64_t wr_id,
 
 /* sw_post.c */
 rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr);
+rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
+			      int n, int *posted_p);
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			      int num_sge, uint64_t wr_id);
 /* A RECV of the checked @sg, or NULL when out of memory. */

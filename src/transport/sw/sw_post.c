@@ -425,12 +425,12 @@ static bool rdmx_sw_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 	return true;
 }
 
-rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
+/* Queue (or do directly) @wr on @c, under its lock; nothing is sent yet. */
+static rdmx_status rdmx_sw_post_locked(struct rdmx_sw_conn *c,
+				       const struct rdmx_wr *wr, bool *queued)
 {
-	struct rdmx_sw_conn *c = to_sw_conn(conn);
-	struct rdmx_sw_op *op = NULL;
+	struct rdmx_sw_op *op;
 	uint64_t total = 0;
-	rdmx_status st = RDMX_OK;
 
 	for (int i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
@@ -441,33 +441,55 @@ rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 			(unsigned long long)total, RDMX_SW_MAX_MSG);
 		return RDMX_ERR_INVALID;
 	}
-	pthread_mutex_lock(&c->lock);
 	if (c->dead)
-		st = RDMX_ERR_CONN_LOST;
-	else if (c->outstanding >= c->base.ctx->cfg.conn_max_send_wr)
-		st = RDMX_ERR_AGAIN;
-	else if (rdmx_sw_direct(c, wr, total))
-		goto out;
-	else if (!(op = rdmx_sw_cache_get(&c->ops, sizeof(*op))))
-		st = RDMX_ERR_NOMEM;
-	else
-		rdmx_sw_op_fill(op, wr, total,
-				c->tctx->byref_min &&
-					total >= c->tctx->byref_min &&
-					wr->num_sge &&
-					(wr->opcode == RDMX_OP_WRITE ||
-					 wr->opcode == RDMX_OP_WRITE_IMM ||
-					 wr->opcode == RDMX_OP_READ));
-	if (!st) {
-		op->h.seq = c->next_seq++;
-		op->in_q = true;
-		rdmx_sw_q_push(&c->sq, op);
-		c->outstanding++;
-		c->sq_needy += op->needs_credit;
+		return RDMX_ERR_CONN_LOST;
+	if (c->outstanding >= c->base.ctx->cfg.conn_max_send_wr)
+		return RDMX_ERR_AGAIN;
+	if (rdmx_sw_direct(c, wr, total))
+		return RDMX_OK;
+	if (!(op = rdmx_sw_cache_get(&c->ops, sizeof(*op))))
+		return RDMX_ERR_NOMEM;
+	rdmx_sw_op_fill(op, wr, total,
+			c->tctx->byref_min && total >= c->tctx->byref_min &&
+				wr->num_sge &&
+				(wr->opcode == RDMX_OP_WRITE ||
+				 wr->opcode == RDMX_OP_WRITE_IMM ||
+				 wr->opcode == RDMX_OP_READ));
+	op->h.seq = c->next_seq++;
+	op->in_q = true;
+	rdmx_sw_q_push(&c->sq, op);
+	c->outstanding++;
+	c->sq_needy += op->needs_credit;
+	*queued = true;
+	return RDMX_OK;
+}
+
+rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
+{
+	int posted;
+
+	return rdmx_sw_post_list(conn, wr, 1, &posted);
+}
+
+/*
+ * All of @wrs under one lock, then one transmit: their frames leave
+ * together (one sendmsg on tcp, one ring publish on shm).
+ */
+rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
+			      int n, int *posted_p)
+{
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	rdmx_status st = RDMX_OK;
+	bool queued = false;
+	int i;
+
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < n && !st; i++)
+		st = rdmx_sw_post_locked(c, &wrs[i], &queued);
+	if (queued)
 		rdmx_sw_tx_progress(c);
-	}
-out:
 	rdmx_sw_unlock(c);
+	*posted_p = st ? i - 1 : i;
 	return st;
 }
 
