@@ -239,15 +239,29 @@ static void kv_client_check(struct kv_worker *w)
 
 /* ---- requests ----------------------------------------------------------- */
 
-static void kv_send_answer(struct kv_worker *w, struct kv_work *op,
-			   uint8_t status, uint64_t len)
+/*
+ * SEND @op's answer; with @value, the WRITE of a GET's value first, both
+ * posted as one list (one frame on the software transports, one doorbell
+ * on verbs).
+ */
+static void kv_answer_after(struct kv_worker *w, struct kv_work *op,
+			    uint8_t status, uint64_t len,
+			    const struct rdmx_wr *value)
 {
 	struct kv_answer a = { status, op->req_id, len };
 	struct rdmx_sge sg = { op->answer, KV_ANSWER_LEN, op->mr };
+	struct rdmx_wr wrs[2] = { { 0 } };
+	int n = 0, posted = 0;
 
 	kv_answer_encode(op->answer, &a);
+	if (value)
+		wrs[n++] = *value;
+	wrs[n++] = (struct rdmx_wr){ .wr_id = (uintptr_t)op,
+				     .opcode = RDMX_OP_SEND,
+				     .sg_list = &sg,
+				     .num_sge = 1 };
 	if (op->cl->closed ||
-	    rdmx_post_send(op->cl->conn, &sg, (uintptr_t)op) != RDMX_OK) {
+	    rdmx_post_list(op->cl->conn, wrs, n, &posted) != RDMX_OK) {
 		if (!op->cl->closed)
 			kv_client_close(w, op->cl,
 					"its answers do not fit the "
@@ -259,6 +273,12 @@ static void kv_send_answer(struct kv_worker *w, struct kv_work *op,
 		}
 		kv_work_put(w, op);
 	}
+}
+
+static void kv_send_answer(struct kv_worker *w, struct kv_work *op,
+			   uint8_t status, uint64_t len)
+{
+	kv_answer_after(w, op, status, len, NULL);
 }
 
 /*
@@ -364,28 +384,19 @@ static void kv_do_get(struct kv_worker *w, struct kv_work *op,
 		kv_send_answer(w, op, KV_BAD, 0);
 		return;
 	}
-	if (it->vlen) {
-		struct rdmx_wr wr = {
-			.wr_id = (uintptr_t)cl | KV_TAG_WRITE,
-			.opcode = RDMX_OP_WRITE,
-			.num_sge = 1,
-			.remote_addr = cl->buf.addr + r->a,
-			.rkey = cl->buf.rkey,
-			.flags = RDMX_WR_UNSIGNALED,
-		};
-		struct rdmx_sge sg = { w->srv->pool + it->off,
-				       (uint32_t)it->vlen, w->srv->pool_mr };
+	struct rdmx_sge sg = { w->srv->pool + it->off, (uint32_t)it->vlen,
+			       w->srv->pool_mr };
+	struct rdmx_wr wr = {
+		.wr_id = (uintptr_t)cl | KV_TAG_WRITE,
+		.opcode = RDMX_OP_WRITE,
+		.sg_list = &sg,
+		.num_sge = 1,
+		.remote_addr = cl->buf.addr + r->a,
+		.rkey = cl->buf.rkey,
+		.flags = RDMX_WR_UNSIGNALED,
+	};
 
-		wr.sg_list = &sg;
-		if (rdmx_post(cl->conn, &wr) != RDMX_OK) {
-			kv_client_close(w, cl,
-					"its GETs do not fit the send "
-					"queue");
-			kv_send_answer(w, op, KV_BAD, 0); /* frees op */
-			return;
-		}
-	}
-	kv_send_answer(w, op, KV_OK, it->vlen);
+	kv_answer_after(w, op, KV_OK, it->vlen, it->vlen ? &wr : NULL);
 }
 
 static void kv_do_put(struct kv_worker *w, struct kv_work *op,
