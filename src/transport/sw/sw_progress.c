@@ -44,8 +44,12 @@ static void rdmx_sw_lost(struct rdmx_sw_conn *c, ssize_t n)
 	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
 
-/* Read more into the staging buffer: bytes read, 0 would block, -1 dead. */
-static ssize_t rdmx_sw_rx_fill(struct rdmx_sw_conn *c)
+/*
+ * Read more into the staging buffer: bytes read, 0 would block, -1 dead.
+ * *@drained: it read less than it asked for (the socket or ring is empty
+ * now, and a read more would most likely find nothing).
+ */
+static ssize_t rdmx_sw_rx_fill(struct rdmx_sw_conn *c, bool *drained)
 {
 	ssize_t n;
 
@@ -59,6 +63,7 @@ static ssize_t rdmx_sw_rx_fill(struct rdmx_sw_conn *c)
 	n = c->tctx->tp->pipe->recv(c, c->rxbuf + c->rx_len,
 				    sizeof(c->rxbuf) - c->rx_len);
 	if (n > 0) {
+		*drained = (size_t)n < sizeof(c->rxbuf) - c->rx_len;
 		c->rx_len += (size_t)n;
 		c->rx_total += (uint64_t)n;
 		return n;
@@ -655,16 +660,17 @@ static size_t rdmx_sw_rx_staged(struct rdmx_sw_conn *c)
  * Read payload from the socket: straight into its destination when large,
  * else through staging. Returns bytes read, 0 would block, -1 dead.
  */
-static ssize_t rdmx_sw_rx_read(struct rdmx_sw_conn *c)
+static ssize_t rdmx_sw_rx_read(struct rdmx_sw_conn *c, bool *drained)
 {
 	ssize_t n;
 
 	if (c->rx_left < RDMX_SW_DIRECT_MIN || c->rx_iov_i == c->rx_niov)
-		return rdmx_sw_rx_fill(c);
+		return rdmx_sw_rx_fill(c, drained);
 	/* The destination list holds exactly rx_left bytes: no over-read. */
 	n = c->tctx->tp->pipe->readv(c, c->rx_iov + c->rx_iov_i,
 				     c->rx_niov - c->rx_iov_i);
 	if (n > 0) {
+		*drained = (uint64_t)n < c->rx_left;
 		c->rx_total += (uint64_t)n;
 		rdmx_sw_rx_consume(c, NULL, (size_t)n);
 		return n;
@@ -714,6 +720,7 @@ static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
 void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 {
 	ssize_t budget = RDMX_SW_RX_BUDGET, n;
+	bool drained = false;
 
 	rdmx_sw_rx_unpark(c);
 
@@ -737,9 +744,15 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 						     RDMX_SW_HDR_LEN);
 			continue;
 		}
-		if (budget <= 0)
+		/*
+		 * Once a read came short, the next would most likely find
+		 * nothing (on tcp, a system call for EAGAIN): what comes
+		 * later shows on the ring, or epoll reports it.
+		 */
+		if (budget <= 0 || drained)
 			break;
-		n = c->rx_in_payload ? rdmx_sw_rx_read(c) : rdmx_sw_rx_fill(c);
+		n = c->rx_in_payload ? rdmx_sw_rx_read(c, &drained)
+				     : rdmx_sw_rx_fill(c, &drained);
 		if (n <= 0)
 			break;
 		budget -= n;
