@@ -194,9 +194,9 @@ static void *kvb_run(void *arg)
 			if (k[j].done == k[j].share)
 				continue;
 			busy = true;
-			t->st = kvb_post(t, &k[j], val);
+			t->st = kvb_take(t, &k[j]);
 			if (!t->st)
-				t->st = kvb_take(t, &k[j]);
+				t->st = kvb_post(t, &k[j], val);
 		}
 	}
 	for (uint64_t j = 0; j < nk; j++) {
