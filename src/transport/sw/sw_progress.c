@@ -762,6 +762,9 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 	rdmx_sw_tx_progress_or_hold(c, hold);
 }
 
+/* An event of rdmx_sw_poll_ready's: input seen on a ring, not by epoll. */
+#define RDMX_SW_EV_RING EPOLLMSG
+
 /*
  * Handle a batch of epoll events; returns how many were for connections.
  * @hold: a caller that spins (its thread backing off) may hold bare ACKs
@@ -785,7 +788,10 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 		if (!c)
 			continue;
 		pthread_mutex_lock(&c->lock);
-		if (tctx->tp->pipe->wake && !c->dead)
+		/* Input seen on the ring rang no doorbell that needs taking:
+		 * if one rang too, epoll reports it (and it is read) later. */
+		if (tctx->tp->pipe->wake && !c->dead &&
+		    !(ev[i].events & RDMX_SW_EV_RING))
 			tctx->tp->pipe->wake(c,
 					     ev[i].data.u64 & RDMX_SW_KEY_AUX);
 		if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
@@ -815,8 +821,10 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 		struct rdmx_sw_conn *c = tctx->slots[i];
 
 		if (c && tctx->tp->pipe->ready(c))
-			ev[n++] = (struct epoll_event){ .events = EPOLLIN,
-							.data.u64 = c->key };
+			ev[n++] = (struct epoll_event){
+				.events = EPOLLIN | RDMX_SW_EV_RING,
+				.data.u64 = c->key
+			};
 	}
 	pthread_mutex_unlock(&tctx->slots_lock);
 	return n ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
