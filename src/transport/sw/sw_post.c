@@ -274,8 +274,9 @@ void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx)
 		next = c->next_held;
 		atomic_store(&c->held_listed, false);
 		pthread_mutex_lock(&c->lock);
+		/* Held credits become a frame. */
 		if (c->acks_held && !c->dead)
-			rdmx_sw_tx_progress(c); /* held credits become a frame */
+			rdmx_sw_tx_progress(c);
 		rdmx_sw_unlock(c);
 		rdmx_sw_conn_put(c);
 	}

@@ -820,11 +820,10 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 	for (uint32_t i = 0; i < tctx->nslots && n < 32; i++) {
 		struct rdmx_sw_conn *c = tctx->slots[i];
 
-		if (c && tctx->tp->pipe->ready(c))
-			ev[n++] = (struct epoll_event){
-				.events = EPOLLIN | RDMX_SW_EV_RING,
-				.data.u64 = c->key
-			};
+		if (c && tctx->tp->pipe->ready(c)) {
+			ev[n].events = EPOLLIN | RDMX_SW_EV_RING;
+			ev[n++].data.u64 = c->key;
+		}
 	}
 	pthread_mutex_unlock(&tctx->slots_lock);
 	return n ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
