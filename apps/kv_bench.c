@@ -27,6 +27,9 @@ struct kvb_opts {
 
 struct kvb_thread {
 	const struct kvb_opts *o;
+	/* Every thread's clients connected: then the clock starts, as
+	 * redis-benchmark's does once its clients are. */
+	pthread_barrier_t *connected;
 	struct rdmx_ctx *ctx; /* one for all: one progress thread */
 	int id;
 	uint64_t nthreads;
@@ -200,6 +203,7 @@ static void *kvb_run(void *arg)
 	}
 	t->lat[0] = malloc(total * sizeof(double) + 8);
 	t->lat[1] = malloc(total * sizeof(double) + 8);
+	pthread_barrier_wait(t->connected);
 	while (!t->st && busy && !cli_stop) {
 		busy = false;
 		for (uint64_t j = 0; j < nk && !t->st; j++) {
@@ -283,6 +287,7 @@ static int kvb_main(const struct kvb_opts *o)
 	uint64_t n[2] = { 0, 0 }, bad = 0, failed = 0, missing = 0;
 	rdmx_status st = RDMX_OK;
 	struct rdmx_ctx *ctx = NULL;
+	pthread_barrier_t connected;
 
 	if (!t)
 		return cli_fail("kv", "no memory");
@@ -300,16 +305,21 @@ static int kvb_main(const struct kvb_opts *o)
 	if (!o->no_load && (st = kvb_load(o)))
 		return cli_fail("kv", "bench: loading %" PRIu64 " keys: %s",
 				o->keys, rdmx_strerror(st));
-	t0 = cli_now_us();
+	pthread_barrier_init(&connected, NULL, (unsigned)o->threads + 1);
 	for (uint64_t i = 0; i < o->threads; i++) {
-		t[i] = (struct kvb_thread){
-			.o = o, .ctx = ctx, .id = (int)i, .nthreads = o->threads
-		};
+		t[i] = (struct kvb_thread){ .o = o,
+					    .connected = &connected,
+					    .ctx = ctx,
+					    .id = (int)i,
+					    .nthreads = o->threads };
 		pthread_create(&t[i].t, NULL, kvb_run, &t[i]);
 	}
+	pthread_barrier_wait(&connected);
+	t0 = cli_now_us();
 	for (uint64_t i = 0; i < o->threads; i++)
 		pthread_join(t[i].t, NULL);
 	secs = (cli_now_us() - t0) / 1e6;
+	pthread_barrier_destroy(&connected);
 	for (int k = 0; k < 2; k++) {
 		for (uint64_t i = 0; i < o->threads; i++)
 			n[k] += t[i].n[k];
@@ -379,7 +389,7 @@ static void kvb_usage(FILE *f)
 		"usage: rdmx kv bench HOST[:PORT] [options]\n"
 		"  -n, --ops N          requests in all (default 100000)\n"
 		"  -s, --value-size S   bytes per value (default 4096)\n"
-		"  -C, --clients C      client threads (default 1)\n"
+		"  -C, --clients C      clients, a connection each (default 1)\n"
 		"  -k, --keys K         key space, loaded first (default 10000)\n"
 		"  -g, --get-ratio PCT  share of GETs, the rest PUTs (default 90)\n"
 		"  -P, --pipeline P     requests in flight per client (default 1,\n"
