@@ -126,6 +126,117 @@ static void test_progress_resumes_after_sleeping(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Both sides asleep for every message: a ping-pong where each SEND has to
+ * wake its sleeping peer. A lost wake-up (a doorbell not rung, as when
+ * the publishing side and the side going to sleep each miss the other's
+ * flag) leaves a message in the pipe and its waiter asleep until
+ * something else wakes it: the waits here end every 100 ms. A round takes
+ * 60-90 us here; with no doorbells at all every round took 109 ms. The
+ * case fails past 2 s for one round, or past 20 rounds (1%) over 20 ms.
+ */
+struct ponger {
+	struct rdmx_conn *conn;
+	struct rdmx_cq *cq;
+	struct buf *in, *out;
+	bool echo; /* wait first, then answer */
+	rdmx_status st;
+	int done, slow;
+};
+
+enum { PONG_ROUNDS = 2000 };
+
+static rdmx_status pong_recv(struct ponger *g)
+{
+	struct rdmx_completion wc;
+	struct rdmx_sge sg = sge_of(g->in, 0, g->in->len);
+	double end = now_s() + 2 * time_scale();
+	rdmx_status st;
+	int n;
+
+	for (;;) {
+		n = rdmx_poll(g->cq, &wc, 1);
+		if (n < 0)
+			return (rdmx_status)n;
+		if (n == 1 && wc.status)
+			return wc.status;
+		if (n == 1 && wc.opcode == RDMX_OP_RECV)
+			return rdmx_post_recv(g->conn, &sg, 1, 0);
+		if (now_s() > end)
+			return RDMX_ERR_TIMEOUT;
+		if (n == 0 && (st = rdmx_cq_wait(g->cq, 100)) &&
+		    st != RDMX_ERR_TIMEOUT)
+			return st;
+	}
+}
+
+static void *pong_main(void *arg)
+{
+	struct ponger *g = arg;
+	struct rdmx_sge sg = sge_of(g->out, 0, g->out->len);
+
+	for (g->done = 0; g->done < PONG_ROUNDS && !g->st; g->done++) {
+		double t0 = now_s();
+
+		if (g->echo)
+			g->st = pong_recv(g);
+		if (!g->st)
+			g->st = rdmx_post_send(g->conn, &sg, 0);
+		if (!g->st && !g->echo)
+			g->st = pong_recv(g);
+		g->slow += now_s() - t0 > 0.02 * time_scale();
+	}
+	return NULL;
+}
+
+static void test_progress_sleepers_ping_pong(void **state)
+{
+	struct pair p;
+	struct buf cin, cout, sin, sout;
+	struct ponger c, s;
+	struct rdmx_sge sg;
+	pthread_t th;
+	double t0;
+
+	(void)state;
+	pair_open_with(&p, "RDMX_PROGRESS_WAIT_SPIN", "0"); /* asleep at once */
+	buf_alloc(&p.c, &cin, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.c, &cout, 64, 0);
+	buf_alloc(&p.s, &sin, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &sout, 64, 0);
+	c = (struct ponger){
+		.conn = p.cconn, .cq = p.c.cq, .in = &cin, .out = &cout
+	};
+	s = (struct ponger){ .conn = p.sconn,
+			     .cq = p.s.cq,
+			     .in = &sin,
+			     .out = &sout,
+			     .echo = true };
+	sg = sge_of(&cin, 0, cin.len);
+	assert_int_equal(rdmx_post_recv(p.cconn, &sg, 1, 0), RDMX_OK);
+	sg = sge_of(&sin, 0, sin.len);
+	assert_int_equal(rdmx_post_recv(p.sconn, &sg, 1, 0), RDMX_OK);
+	t0 = now_s();
+	assert_int_equal(pthread_create(&th, NULL, pong_main, &s), 0);
+	pong_main(&c);
+	pthread_join(th, NULL);
+	print_message("%d sleeping round trips, %.1f us each, %d over 20 ms\n",
+		      c.done, (now_s() - t0) * 1e6 / (c.done ? c.done : 1),
+		      c.slow);
+	if (c.st || s.st)
+		print_error("round %d: %s; echo round %d: %s\n", c.done,
+			    rdmx_strerror(c.st), s.done, rdmx_strerror(s.st));
+	assert_int_equal(c.st, RDMX_OK);
+	assert_int_equal(s.st, RDMX_OK);
+	assert_int_equal(c.done, PONG_ROUNDS);
+	assert_true(c.slow <= PONG_ROUNDS / 100);
+	buf_free(&cin);
+	buf_free(&cout);
+	buf_free(&sin);
+	buf_free(&sout);
+	pair_close(&p);
+}
+
 /* CPU seconds this process used while rdmx_cq_wait timed out @ms. */
 static double cpu_while_waiting(struct rdmx_cq *cq, int ms)
 {
@@ -278,6 +389,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_progress_resumes_after_spinning_stops),
 		cmocka_unit_test(test_progress_resumes_after_sleeping),
+		cmocka_unit_test(test_progress_sleepers_ping_pong),
 		cmocka_unit_test(test_progress_fd_users_are_served),
 		cmocka_unit_test(test_progress_cq_fd_without_thread),
 		cmocka_unit_test(test_progress_polling_or_events),
