@@ -2,10 +2,13 @@
 /* rdmx_mem_alloc's blocks and the grant table (the layout is in mem.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -35,6 +38,36 @@ fail:
 	close(fd);
 	errno = err;
 	return -1;
+}
+
+static bool rdmx_membarrier_on;
+
+static void rdmx_membarrier_register(void)
+{
+	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+	/* A seccomp filter may refuse it: then the full fences stay. */
+	rdmx_membarrier_on =
+		cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+		!syscall(SYS_membarrier,
+			 MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0);
+	if (!rdmx_membarrier_on)
+		rdmx_debug("membarrier: not available, shm keeps full fences");
+}
+
+bool rdmx_membarrier_ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, rdmx_membarrier_register);
+	return rdmx_membarrier_on;
+}
+
+void rdmx_membarrier(void)
+{
+	/* Cannot fail once registered; if it did, log it. */
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
+		rdmx_error("membarrier: %m");
 }
 
 static uint64_t rdmx_mem_ino(int fd)

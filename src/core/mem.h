@@ -84,6 +84,18 @@ int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
 		   void **addr_p);
 
 /*
+ * Asymmetric fences between processes that share memory (membarrier(2)).
+ * A flag protocol "store X, then load Y" against "store Y, then load X"
+ * needs a full fence on both sides; where one side is rare (arming a
+ * wake-up) it can instead issue rdmx_membarrier(), and the frequent side
+ * (publishing each message) needs only a compiler barrier, provided both
+ * processes are registered: rdmx_membarrier_ready() registers this one
+ * (once) and says whether it is.
+ */
+bool rdmx_membarrier_ready(void);
+void rdmx_membarrier(void);
+
+/*
  * The context's grant table, created on first use: its descriptor and
  * inode, for a peer to take. RDMX_ERR_SYSTEM (logged) when it cannot be.
  */

@@ -23,6 +23,7 @@ struct rdmx_shm_pipe {
 	int pidfd; /* the peer process, as SO_PEERCRED named it */
 	pid_t peer_pid;
 	bool peer_gone;
+	bool fenced; /* both processes use rdmx_membarrier (shm_proto.h) */
 
 	/* Mapped one-sided access to the peer's memory (shm_map.c). */
 	struct rdmx_ctx *ctx;

@@ -66,6 +66,7 @@ static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 	r->id = (uint64_t)randombytes_random() << 32 | randombytes_random();
 	/* Armed from the start: the consumer may be asleep already. */
 	atomic_store(&r->consumer_waiting, 1);
+	r->owner_fenced = rdmx_membarrier_ready();
 	*ring_p = r;
 	return fd;
 }
@@ -420,6 +421,8 @@ static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p, uint64_t size,
 		rdmx_error("shm: the peer's ring header is not an rdmx ring");
 		return RDMX_ERR_PROTOCOL;
 	}
+	/* A peer that says so falsely only delays its own traffic. */
+	p->fenced = rdmx_membarrier_ready() && p->tx->owner_fenced == 1;
 	return RDMX_OK;
 }
 

@@ -30,6 +30,33 @@ static char rdmx_shm_tsan_sync[4096];
 #define rdmx_shm_sync(r, fn) ((void)(r))
 #endif
 
+/*
+ * Publish @v in @idx (a ring's tail or head), then read the other side's
+ * waiting @flag: a Dekker pair with the waiter, which stores its flag and
+ * then reads the index. Fenced pipes (both processes registered for
+ * membarrier) need only a compiler barrier here, the waiter fencing both
+ * with rdmx_membarrier (rdmx_shm_fence_waiter); else a full fence each.
+ */
+static bool rdmx_shm_publish(const struct rdmx_shm_pipe *p,
+			     _Atomic uint64_t *idx, uint64_t v,
+			     _Atomic uint32_t *flag)
+{
+	if (!p->fenced) {
+		atomic_store(idx, v);
+		return atomic_load(flag);
+	}
+	atomic_store_explicit(idx, v, memory_order_release);
+	atomic_signal_fence(memory_order_seq_cst);
+	return atomic_load_explicit(flag, memory_order_relaxed);
+}
+
+/* The waiter's side: @flag set, now fence before reading the index. */
+static void rdmx_shm_fence_waiter(const struct rdmx_shm_pipe *p)
+{
+	if (p->fenced)
+		rdmx_membarrier();
+}
+
 static void rdmx_shm_ring_door(int fd)
 {
 	uint64_t one = 1;
@@ -106,9 +133,9 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 	if (!done)
 		return -EAGAIN;
 	rdmx_shm_sync(p->tx, __tsan_release);
-	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_arm. */
-	atomic_store(&p->tx->tail, tail + done);
-	if (atomic_load(&p->tx->consumer_waiting))
+	/* Pairs with rdmx_shm_arm. */
+	if (rdmx_shm_publish(p, &p->tx->tail, tail + done,
+			     &p->tx->consumer_waiting))
 		rdmx_shm_ring_door(p->peer_door);
 	return (ssize_t)done;
 }
@@ -142,12 +169,12 @@ static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		avail -= n;
 	}
 	/*
-	 * seq_cst store, then seq_cst load: pairs with rdmx_shm_want_out.
-	 * Only the producer clears its flag (the engine arms it once per
-	 * stall), so every read that frees space while it waits rings it.
+	 * Pairs with rdmx_shm_want_out. Only the producer clears its flag
+	 * (the engine arms it once per stall), so every read that frees
+	 * space while it waits rings it.
 	 */
-	atomic_store(&p->rx->head, head + done);
-	if (atomic_load(&p->rx->producer_waiting))
+	if (rdmx_shm_publish(p, &p->rx->head, head + done,
+			     &p->rx->producer_waiting))
 		rdmx_shm_ring_door(p->peer_door);
 	return (ssize_t)done;
 }
@@ -167,6 +194,7 @@ static void rdmx_shm_want_out(struct rdmx_sw_conn *c, bool want)
 	atomic_store(&p->tx->producer_waiting, want ? 1 : 0);
 	if (!want)
 		return;
+	rdmx_shm_fence_waiter(p);
 	/* The consumer may have freed space before it saw our flag. */
 	tail = atomic_load_explicit(&p->tx->tail, memory_order_relaxed);
 	head = atomic_load(&p->tx->head);
@@ -242,10 +270,16 @@ static ssize_t rdmx_shm_push(struct rdmx_sw_conn *c, const struct iovec *local,
 	return rdmx_shm_cma(c, true, local, nlocal, remote, nremote);
 }
 
-/* Our consumer side: ask the peer for doorbells, or let it skip them. */
-static void rdmx_shm_arm(struct rdmx_sw_conn *c, bool on)
+/*
+ * Our consumer side: ask the peer for doorbells, or let it skip them.
+ * Armed, the engine looks at the ring again after rdmx_sw_pipe.arm_fence.
+ */
+static bool rdmx_shm_arm(struct rdmx_sw_conn *c, bool on)
 {
-	atomic_store(&to_shm_pipe(c)->rx->consumer_waiting, on ? 1 : 0);
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+
+	atomic_store(&p->rx->consumer_waiting, on ? 1 : 0);
+	return on && p->fenced;
 }
 
 static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
@@ -295,6 +329,7 @@ const struct rdmx_sw_pipe rdmx_shm_pipe = {
 	.want_out = rdmx_shm_want_out,
 	.wake = rdmx_shm_wake,
 	.arm = rdmx_shm_arm,
+	.arm_fence = rdmx_membarrier,
 	.pull = rdmx_shm_pull,
 	.push = rdmx_shm_push,
 	.direct = rdmx_shm_direct,

@@ -64,6 +64,14 @@ struct rdmx_shm_ring {
 	 * rdmx_mr_dereg (core/mem.h).
 	 */
 	_Atomic uint32_t cma_busy;
+	/*
+	 * Written by the owner at creation: its process is registered for
+	 * rdmx_membarrier (core/mem.h). With both owners' set, each side
+	 * publishes tail and head without a full fence, and issues
+	 * rdmx_membarrier after it sets a waiting flag. 0 (an older peer, or
+	 * no membarrier): full fences, as before.
+	 */
+	uint32_t owner_fenced;
 };
 
 _Static_assert(sizeof(struct rdmx_shm_ring) <= RDMX_SHM_RING_HDR,

@@ -68,9 +68,11 @@ struct rdmx_sw_pipe {
 	/*
 	 * Optional: (dis)arm the peer's wake-ups for input. Disarmed, the
 	 * peer may skip them (a spinning caller sees input anyway); arming
-	 * is followed by a seq_cst fence and a ready() check by the engine.
+	 * is followed by a seq_cst fence, arm_fence() once if any arm said
+	 * true, and a ready() check by the engine.
 	 */
-	void (*arm)(struct rdmx_sw_conn *c, bool on);
+	bool (*arm)(struct rdmx_sw_conn *c, bool on);
+	void (*arm_fence)(void);
 	/* Optional, lock-free: is there input? Lets polling skip epoll. */
 	bool (*ready)(struct rdmx_sw_conn *c);
 	/*

@@ -883,14 +883,19 @@ int rdmx_sw_progress_fd(void *priv)
 /* (Dis)arm every connection's input wake-ups. */
 static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on)
 {
-	if (!tctx->tp->pipe->arm)
+	const struct rdmx_sw_pipe *pipe = tctx->tp->pipe;
+	bool fence = false;
+
+	if (!pipe->arm)
 		return;
 	pthread_mutex_lock(&tctx->slots_lock);
 	for (uint32_t i = 0; i < tctx->nslots; i++)
 		if (tctx->slots[i])
-			tctx->tp->pipe->arm(tctx->slots[i], on);
+			fence |= pipe->arm(tctx->slots[i], on);
 	pthread_mutex_unlock(&tctx->slots_lock);
 	atomic_thread_fence(memory_order_seq_cst);
+	if (fence)
+		pipe->arm_fence();
 }
 
 /* Drain the stop/kick eventfd; true when it means "exit". */
