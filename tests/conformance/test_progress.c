@@ -3,6 +3,7 @@
  * progress thread again. */
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -237,6 +238,107 @@ static void test_progress_sleepers_ping_pong(void **state)
 	pair_close(&p);
 }
 
+/* Write system calls of this process so far (/proc/self/io syscw). */
+static long syscw(void)
+{
+	FILE *f = fopen("/proc/self/io", "r");
+	char line[128];
+	long v = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "syscw: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Spin (never sleep) for one completion of @op. */
+static void spin_wc(struct rdmx_cq *cq, enum rdmx_opcode op)
+{
+	struct rdmx_completion wc;
+	double end = now_s() + T_TIMEOUT_MS / 1e3;
+	int n;
+
+	while ((n = rdmx_poll(cq, &wc, 1)) == 0)
+		assert_true(now_s() < end);
+	assert_int_equal(n, 1);
+	assert_int_equal(wc.status, RDMX_OK);
+	assert_int_equal(wc.opcode, op);
+}
+
+/* One SEND from @from, taken at @to, both spinning; RECV reposted. */
+static void spin_message(struct rdmx_conn *from, struct rdmx_cq *from_cq,
+			 struct rdmx_conn *to, struct rdmx_cq *to_cq,
+			 struct buf *out, struct buf *in)
+{
+	struct rdmx_sge so = sge_of(out, 0, out->len);
+	struct rdmx_sge si = sge_of(in, 0, in->len);
+
+	assert_int_equal(rdmx_post_send(from, &so, 0), RDMX_OK);
+	spin_wc(to_cq, RDMX_OP_RECV);
+	assert_int_equal(rdmx_post_recv(to, &si, 1, 0), RDMX_OK);
+	spin_wc(from_cq, RDMX_OP_SEND);
+}
+
+/*
+ * A connection made while its context's thread backs off (the caller
+ * spins) is served by the spinner like the others: its peer need not
+ * ring a doorbell (a write(2) on shm) for each message. It did, as long
+ * as the thread stayed in its back-off.
+ */
+static void test_progress_new_conn_spinning_no_doorbells(void **state)
+{
+	enum { N = 1000 };
+	struct pair p;
+	struct acc a = { 0 };
+	struct rdmx_conn *c2;
+	struct buf out, in, sout, sin;
+	struct rdmx_sge sg;
+	long w0, writes;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &out, 64, 0);
+	buf_alloc(&p.c, &in, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &sout, 64, 0);
+	buf_alloc(&p.s, &sin, 64, RDMX_ACCESS_LOCAL_WRITE);
+	sg = sge_of(&sin, 0, sin.len);
+	assert_int_equal(rdmx_post_recv(p.sconn, &sg, 1, 0), RDMX_OK);
+	/* Spinning both ways for a while: both threads back off. */
+	for (int i = 0; i < 200; i++)
+		spin_message(p.cconn, p.c.cq, p.sconn, p.s.cq, &out, &sin);
+	a.s = &p.s;
+	a.lst = p.lst;
+	acc_start(&a);
+	c2 = side_connect(&p.c, rdmx_listener_port(p.lst));
+	acc_join(&a);
+	assert_non_null(c2);
+	assert_int_equal(a.st, RDMX_OK);
+	sg = sge_of(&sin, 0, sin.len);
+	assert_int_equal(rdmx_post_recv(a.conn, &sg, 1, 0), RDMX_OK);
+	sg = sge_of(&in, 0, in.len);
+	assert_int_equal(rdmx_post_recv(c2, &sg, 1, 0), RDMX_OK);
+	w0 = syscw();
+	for (int i = 0; i < N; i++) {
+		spin_message(c2, p.c.cq, a.conn, p.s.cq, &out, &sin);
+		spin_message(a.conn, p.s.cq, c2, p.c.cq, &sout, &in);
+	}
+	writes = syscw() - w0;
+	print_message("%d messages each way on a new connection: %ld write "
+		      "calls\n",
+		      N, writes);
+	assert_true(w0 >= 0);
+	assert_true(writes < N / 10);
+	rdmx_conn_close(c2);
+	rdmx_conn_close(a.conn);
+	buf_free(&out);
+	buf_free(&in);
+	buf_free(&sout);
+	buf_free(&sin);
+	pair_close(&p);
+}
+
 /* CPU seconds this process used while rdmx_cq_wait timed out @ms. */
 static double cpu_while_waiting(struct rdmx_cq *cq, int ms)
 {
@@ -390,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_progress_resumes_after_spinning_stops),
 		cmocka_unit_test(test_progress_resumes_after_sleeping),
 		cmocka_unit_test(test_progress_sleepers_ping_pong),
+		cmocka_unit_test(test_progress_new_conn_spinning_no_doorbells),
 		cmocka_unit_test(test_progress_fd_users_are_served),
 		cmocka_unit_test(test_progress_cq_fd_without_thread),
 		cmocka_unit_test(test_progress_polling_or_events),

@@ -122,6 +122,16 @@ static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
 	tctx->slots[i] = c;
 	c->key = (uint64_t)++tctx->gens[i] << 32 | (i + 1);
 	rdmx_sw_timer_arm(tctx, true); /* under the lock: see the watchdog */
+	/*
+	 * A pipe starts armed (its consumer may be asleep). While the thread
+	 * backs off, a spinning caller serves this one too: disarm it, as
+	 * the thread did the others, or its peer rings for every message
+	 * until the thread next backs off. The thread stores backing_off
+	 * false before it arms all again under this lock, so this never
+	 * undoes that arming.
+	 */
+	if (tctx->tp->pipe->arm && atomic_load(&tctx->backing_off))
+		tctx->tp->pipe->arm(c, false);
 	pthread_mutex_unlock(&tctx->slots_lock);
 	return RDMX_OK;
 }
