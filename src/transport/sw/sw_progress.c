@@ -762,14 +762,28 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 	rdmx_sw_tx_progress_or_hold(c, hold);
 }
 
-/* An event of rdmx_sw_poll_ready's: input seen on a ring, not by epoll. */
-#define RDMX_SW_EV_RING EPOLLMSG
-
 /*
- * Handle a batch of epoll events; returns how many were for connections.
+ * Serve @c, whose reference the caller holds (and gives up here), for
+ * @events. Input seen on its ring (@ring) rang no doorbell that needs
+ * taking: if one rang too, epoll reports it (and it is read) later.
  * @hold: a caller that spins (its thread backing off) may hold bare ACKs
  * for its answer to carry along.
  */
+static void rdmx_sw_serve(struct rdmx_sw_ctx *tctx, struct rdmx_sw_conn *c,
+			  uint32_t events, bool aux, bool ring, bool hold)
+{
+	pthread_mutex_lock(&c->lock);
+	if (tctx->tp->pipe->wake && !c->dead && !ring)
+		tctx->tp->pipe->wake(c, aux);
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		rdmx_sw_rx_progress(c, hold);
+	else
+		rdmx_sw_tx_progress(c);
+	rdmx_sw_unlock(c);
+	rdmx_sw_conn_put(c);
+}
+
+/* Handle a batch of epoll events; returns how many were for connections. */
 static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 			  const struct epoll_event *ev, int n, bool hold)
 {
@@ -787,19 +801,8 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 		c = rdmx_sw_conn_get(tctx, ev[i].data.u64);
 		if (!c)
 			continue;
-		pthread_mutex_lock(&c->lock);
-		/* Input seen on the ring rang no doorbell that needs taking:
-		 * if one rang too, epoll reports it (and it is read) later. */
-		if (tctx->tp->pipe->wake && !c->dead &&
-		    !(ev[i].events & RDMX_SW_EV_RING))
-			tctx->tp->pipe->wake(c,
-					     ev[i].data.u64 & RDMX_SW_KEY_AUX);
-		if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-			rdmx_sw_rx_progress(c, hold);
-		else
-			rdmx_sw_tx_progress(c);
-		rdmx_sw_unlock(c);
-		rdmx_sw_conn_put(c);
+		rdmx_sw_serve(tctx, c, ev[i].events,
+			      ev[i].data.u64 & RDMX_SW_KEY_AUX, false, hold);
 		handled++;
 	}
 	return handled;
@@ -810,10 +813,12 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
  * rings) are polled directly first: a caller spinning on arriving data then
  * makes no syscall. Only when no ring has input does it ask epoll, which
  * also carries what rings cannot show (a peer's control socket closing).
+ * The connections with input are taken (a reference each) in the same
+ * pass over the table, under its lock once.
  */
 static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 {
-	struct epoll_event ev[32];
+	struct rdmx_sw_conn *ready[32];
 	int n = 0;
 
 	pthread_mutex_lock(&tctx->slots_lock);
@@ -821,12 +826,14 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 		struct rdmx_sw_conn *c = tctx->slots[i];
 
 		if (c && tctx->tp->pipe->ready(c)) {
-			ev[n].events = EPOLLIN | RDMX_SW_EV_RING;
-			ev[n++].data.u64 = c->key;
+			atomic_fetch_add(&c->refs, 1);
+			ready[n++] = c;
 		}
 	}
 	pthread_mutex_unlock(&tctx->slots_lock);
-	return n ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
+	for (int i = 0; i < n; i++)
+		rdmx_sw_serve(tctx, ready[i], EPOLLIN, false, true, hold);
+	return n;
 }
 
 #define RDMX_SW_EPOLL_EVERY 32
