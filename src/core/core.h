@@ -116,6 +116,12 @@ struct rdmx_transport_ops {
 	/* The callers stop driving progress (one is about to sleep). */
 	void (*idle)(void *priv);
 	/*
+	 * Optional: a spinning caller took completions that were already
+	 * queued, so it made no progress call, but polls all the same: a
+	 * background thread should stay out of its way as for progress().
+	 */
+	void (*polled)(void *priv);
+	/*
 	 * Optional: can this transport reach the peer of the control socket
 	 * @fd from here? Decides what the handshake offers. NULL: yes.
 	 */
@@ -209,6 +215,8 @@ const struct rdmx_transport_ops *rdmx_transport_by_id(unsigned id);
 int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning);
 /* Tell every open transport that callers stopped driving progress. */
 void rdmx_ctx_idle(struct rdmx_ctx *ctx);
+/* Tell every open transport that a spinning caller polled (ops.polled). */
+void rdmx_ctx_polled(struct rdmx_ctx *ctx);
 void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta);
 
 /* ---- memory registration ------------------------------------------------ */

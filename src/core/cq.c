@@ -184,6 +184,7 @@ static bool rdmx_cq_unwatched(struct rdmx_cq *cq)
 
 int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 {
+	bool spinning;
 	int n;
 
 	if (!cq || !wc || max < 0)
@@ -197,16 +198,25 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 		rdmx_cq_watch(cq);
 		pthread_mutex_unlock(&cq->lock);
 	}
-	n = rdmx_cq_take(cq, wc, max);
-	if (n)
-		return n;
 	/*
 	 * A caller of rdmx_poll polls in a loop, unless it waits on the cq's
 	 * fd: then it is event-driven and the background thread must serve.
 	 */
-	if (rdmx_ctx_progress(cq->ctx,
-			      !atomic_load_explicit(&cq->fd_exported,
-						    memory_order_relaxed)))
+	spinning =
+		!atomic_load_explicit(&cq->fd_exported, memory_order_relaxed);
+	n = rdmx_cq_take(cq, wc, max);
+	if (n) {
+		/*
+		 * Say so even without a progress call: a caller that always
+		 * finds its completions queued (by the thread, woken by each
+		 * message) would otherwise never send the thread into its
+		 * back-off, and each message would cost a wake-up.
+		 */
+		if (spinning)
+			rdmx_ctx_polled(cq->ctx);
+		return n;
+	}
+	if (rdmx_ctx_progress(cq->ctx, spinning))
 		n = rdmx_cq_take(cq, wc, max);
 	return n;
 }

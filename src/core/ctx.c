@@ -361,6 +361,17 @@ int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning)
 	return n;
 }
 
+void rdmx_ctx_polled(struct rdmx_ctx *ctx)
+{
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
+						  memory_order_acquire);
+
+		if (priv && ctx->tp[i].ops->polled)
+			ctx->tp[i].ops->polled(priv);
+	}
+}
+
 void rdmx_ctx_idle(struct rdmx_ctx *ctx)
 {
 	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {

@@ -491,6 +491,7 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold);
 /* Handle ready connections without blocking; returns the number. */
 int rdmx_sw_progress(void *priv, bool spinning);
 void rdmx_sw_idle(void *priv);
+void rdmx_sw_polled(void *priv);
 int rdmx_sw_progress_fd(void *priv);
 void *rdmx_sw_thread(void *arg);
 

@@ -868,6 +868,16 @@ int rdmx_sw_progress(void *priv, bool spinning)
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 }
 
+/* Pairs with the thread's look at app_poll_us (rdmx_sw_thread). */
+void rdmx_sw_polled(void *priv)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+
+	if (tctx->thread_running)
+		atomic_store_explicit(&tctx->app_poll_us, rdmx_now_us(),
+				      memory_order_relaxed);
+}
+
 void rdmx_sw_idle(void *priv)
 {
 	struct rdmx_sw_ctx *tctx = priv;

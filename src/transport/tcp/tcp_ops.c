@@ -58,5 +58,6 @@ const struct rdmx_transport_ops rdmx_tcp_ops = {
 	.srq = &rdmx_sw_srq_ops,
 	.progress = rdmx_sw_progress,
 	.idle = rdmx_sw_idle,
+	.polled = rdmx_sw_polled,
 	.progress_fd = rdmx_sw_progress_fd,
 };
