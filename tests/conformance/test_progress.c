@@ -200,6 +200,11 @@ static void test_progress_sleepers_ping_pong(void **state)
 	double t0;
 
 	(void)state;
+	if (suite_lossy()) {
+		/* A lost packet stalls a round as a lost wake-up would. */
+		print_message("skip: a lossy link\n");
+		skip();
+	}
 	pair_open_with(&p, "RDMX_PROGRESS_WAIT_SPIN", "0"); /* asleep at once */
 	buf_alloc(&p.c, &cin, 64, RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&p.c, &cout, 64, 0);
@@ -253,32 +258,39 @@ static long syscw(void)
 	return v;
 }
 
-/* Spin (never sleep) for one completion of @op. */
-static void spin_wc(struct rdmx_cq *cq, enum rdmx_opcode op)
+/* Spin (never sleep) for a RECV; SENDs completing meanwhile are taken. */
+static void spin_recv(struct rdmx_cq *cq)
 {
 	struct rdmx_completion wc;
 	double end = now_s() + T_TIMEOUT_MS / 1e3;
 	int n;
 
-	while ((n = rdmx_poll(cq, &wc, 1)) == 0)
-		assert_true(now_s() < end);
-	assert_int_equal(n, 1);
-	assert_int_equal(wc.status, RDMX_OK);
-	assert_int_equal(wc.opcode, op);
+	for (;;) {
+		while ((n = rdmx_poll(cq, &wc, 1)) == 0)
+			assert_true(now_s() < end);
+		assert_int_equal(n, 1);
+		assert_int_equal(wc.status, RDMX_OK);
+		if (wc.opcode == RDMX_OP_RECV)
+			return;
+		assert_int_equal(wc.opcode, RDMX_OP_SEND);
+	}
 }
 
-/* One SEND from @from, taken at @to, both spinning; RECV reposted. */
-static void spin_message(struct rdmx_conn *from, struct rdmx_cq *from_cq,
-			 struct rdmx_conn *to, struct rdmx_cq *to_cq,
-			 struct buf *out, struct buf *in)
+/*
+ * A SEND from @from, taken at @to by spinning, and @to's RECV reposted.
+ * Each side's SEND completes by the other's next message (its ACK rides
+ * on it), so one thread may drive both contexts without waiting on one
+ * for what only the other's progress would send.
+ */
+static void spin_message(struct rdmx_conn *from, struct rdmx_conn *to,
+			 struct rdmx_cq *to_cq, struct buf *out, struct buf *in)
 {
 	struct rdmx_sge so = sge_of(out, 0, out->len);
 	struct rdmx_sge si = sge_of(in, 0, in->len);
 
 	assert_int_equal(rdmx_post_send(from, &so, 0), RDMX_OK);
-	spin_wc(to_cq, RDMX_OP_RECV);
+	spin_recv(to_cq);
 	assert_int_equal(rdmx_post_recv(to, &si, 1, 0), RDMX_OK);
-	spin_wc(from_cq, RDMX_OP_SEND);
 }
 
 /*
@@ -298,6 +310,12 @@ static void test_progress_new_conn_spinning_no_doorbells(void **state)
 	long w0, writes;
 
 	(void)state;
+	if (!strcmp(suite_transport(), "verbs") || suite_lossy()) {
+		/* Soft RDMA's providers post with write(2): nothing to count;
+		 * and a lossy link only makes it slow. */
+		print_message("skip: verbs, or a lossy link\n");
+		skip();
+	}
 	pair_open(&p);
 	buf_alloc(&p.c, &out, 64, 0);
 	buf_alloc(&p.c, &in, 64, RDMX_ACCESS_LOCAL_WRITE);
@@ -305,9 +323,13 @@ static void test_progress_new_conn_spinning_no_doorbells(void **state)
 	buf_alloc(&p.s, &sin, 64, RDMX_ACCESS_LOCAL_WRITE);
 	sg = sge_of(&sin, 0, sin.len);
 	assert_int_equal(rdmx_post_recv(p.sconn, &sg, 1, 0), RDMX_OK);
+	sg = sge_of(&in, 0, in.len);
+	assert_int_equal(rdmx_post_recv(p.cconn, &sg, 1, 0), RDMX_OK);
 	/* Spinning both ways for a while: both threads back off. */
-	for (int i = 0; i < 200; i++)
-		spin_message(p.cconn, p.c.cq, p.sconn, p.s.cq, &out, &sin);
+	for (int i = 0; i < 200; i++) {
+		spin_message(p.cconn, p.sconn, p.s.cq, &out, &sin);
+		spin_message(p.sconn, p.cconn, p.c.cq, &sout, &in);
+	}
 	a.s = &p.s;
 	a.lst = p.lst;
 	acc_start(&a);
@@ -321,8 +343,8 @@ static void test_progress_new_conn_spinning_no_doorbells(void **state)
 	assert_int_equal(rdmx_post_recv(c2, &sg, 1, 0), RDMX_OK);
 	w0 = syscw();
 	for (int i = 0; i < N; i++) {
-		spin_message(c2, p.c.cq, a.conn, p.s.cq, &out, &sin);
-		spin_message(a.conn, p.s.cq, c2, p.c.cq, &sout, &in);
+		spin_message(c2, a.conn, p.s.cq, &out, &sin);
+		spin_message(a.conn, c2, p.c.cq, &sout, &in);
 	}
 	writes = syscw() - w0;
 	print_message("%d messages each way on a new connection: %ld write "
