@@ -35,6 +35,11 @@ struct kv_client {
 	uint8_t *rbuf; /* KV_CONN_RECVS x KV_MSG, without a srq */
 	struct rdmx_mr *rmr;
 	struct kv_client *next_closing, *next_incoming;
+	/* Answers of this batch of requests, posted as one list at its end
+	 * (kv_flush); the client is on its worker's list while any wait. */
+	struct kv_work *out_head, *out_tail;
+	struct kv_client *next_out;
+	bool out_listed;
 };
 
 enum kv_work_kind { KV_ANSWER, KV_GET_ANSWER, KV_PUT_READ };
@@ -48,6 +53,11 @@ struct kv_work {
 	uint64_t req_id;
 	struct rdmx_mr *mr; /* its chunk's */
 	struct kv_work *next_free;
+	/* Its answer waiting for kv_flush: a GET's WRITE, then the SEND. */
+	struct rdmx_wr wr[2];
+	struct rdmx_sge sg[2];
+	int nwr;
+	struct kv_work *next_out;
 } __attribute__((aligned(64)));
 
 struct kv_work_chunk {
@@ -70,6 +80,7 @@ struct kv_worker {
 	struct kv_client **clients;
 	uint32_t nclients, clients_cap;
 	struct kv_client *closing;
+	struct kv_client *out; /* clients with answers waiting (kv_flush) */
 	double next_check_ms;
 	pthread_t thread;
 	bool started;
@@ -239,39 +250,102 @@ static void kv_client_check(struct kv_worker *w)
 
 /* ---- requests ----------------------------------------------------------- */
 
+/* @op's answer was not posted: let go of its item and of it. */
+static void kv_answer_drop(struct kv_worker *w, struct kv_work *op)
+{
+	if (op->item) {
+		kv_store_lock(w->srv->store);
+		kv_unref(w->srv->store, op->item);
+		kv_store_unlock(w->srv->store);
+	}
+	kv_work_put(w, op);
+}
+
 /*
- * SEND @op's answer; with @value, the WRITE of a GET's value first, both
- * posted as one list (one frame on the software transports, one doorbell
- * on verbs).
+ * Queue @op's answer, a SEND; with @value (its one sge copied), the WRITE
+ * of a GET's value first. kv_flush posts each client's queue as one list
+ * at the end of the batch of requests: one frame on the software
+ * transports (a pipelining client's answers share a sendmsg), one
+ * doorbell on verbs.
  */
 static void kv_answer_after(struct kv_worker *w, struct kv_work *op,
 			    uint8_t status, uint64_t len,
 			    const struct rdmx_wr *value)
 {
 	struct kv_answer a = { status, op->req_id, len };
-	struct rdmx_sge sg = { op->answer, KV_ANSWER_LEN, op->mr };
-	struct rdmx_wr wrs[2] = { { 0 } };
-	int n = 0, posted = 0;
+	struct kv_client *cl = op->cl;
 
 	kv_answer_encode(op->answer, &a);
-	if (value)
-		wrs[n++] = *value;
-	wrs[n++] = (struct rdmx_wr){ .wr_id = (uintptr_t)op,
-				     .opcode = RDMX_OP_SEND,
-				     .sg_list = &sg,
-				     .num_sge = 1 };
-	if (op->cl->closed ||
-	    rdmx_post_list(op->cl->conn, wrs, n, &posted) != RDMX_OK) {
-		if (!op->cl->closed)
-			kv_client_close(w, op->cl,
-					"its answers do not fit the "
-					"send queue");
-		if (op->item) {
-			kv_store_lock(w->srv->store);
-			kv_unref(w->srv->store, op->item);
-			kv_store_unlock(w->srv->store);
+	op->nwr = 0;
+	if (value) {
+		op->sg[0] = value->sg_list[0];
+		op->wr[0] = *value;
+		op->wr[0].sg_list = &op->sg[0];
+		op->nwr = 1;
+	}
+	op->sg[op->nwr] =
+		(struct rdmx_sge){ op->answer, KV_ANSWER_LEN, op->mr };
+	op->wr[op->nwr] = (struct rdmx_wr){ .wr_id = (uintptr_t)op,
+					    .opcode = RDMX_OP_SEND,
+					    .sg_list = &op->sg[op->nwr],
+					    .num_sge = 1 };
+	op->nwr++;
+	op->next_out = NULL;
+	if (cl->out_tail)
+		cl->out_tail->next_out = op;
+	else
+		cl->out_head = op;
+	cl->out_tail = op;
+	if (!cl->out_listed) {
+		cl->out_listed = true;
+		cl->next_out = w->out;
+		w->out = cl;
+	}
+}
+
+/* Post @cl's queued answers as one list (at most 32 at a time). */
+static void kv_flush_client(struct kv_worker *w, struct kv_client *cl)
+{
+	struct rdmx_wr wrs[64];
+
+	while (cl->out_head) {
+		struct kv_work *op = cl->out_head, *stop;
+		int n = 0, posted = 0, at = 0;
+		rdmx_status st = RDMX_ERR_CONN_LOST;
+
+		for (stop = op; stop && n + stop->nwr <= 64;
+		     stop = stop->next_out)
+			for (int i = 0; i < stop->nwr; i++)
+				wrs[n++] = stop->wr[i];
+		if (!cl->closed)
+			st = rdmx_post_list(cl->conn, wrs, n, &posted);
+		/* Those whose SEND went now complete; the rest are dropped. */
+		while (op != stop) {
+			struct kv_work *next = op->next_out;
+
+			at += op->nwr;
+			if (st && at > posted)
+				kv_answer_drop(w, op);
+			op = next;
 		}
-		kv_work_put(w, op);
+		cl->out_head = stop;
+		if (st && !cl->closed)
+			kv_client_close(w, cl,
+					"its answers do not fit the send "
+					"queue");
+	}
+	cl->out_tail = NULL;
+	cl->out_listed = false;
+}
+
+/* The batch is done: post every client's answers. */
+static void kv_flush(struct kv_worker *w)
+{
+	while (w->out) {
+		struct kv_client *cl = w->out;
+
+		w->out = cl->next_out;
+		kv_flush_client(w, cl);
 	}
 }
 
@@ -596,6 +670,7 @@ static void *kv_worker_run(void *arg)
 
 		for (int i = 0; i < n; i++)
 			kv_completion(w, &wc[i]);
+		kv_flush(w);
 		if (n > 0) {
 			worked = true;
 			continue;
@@ -660,10 +735,12 @@ static void kv_worker_close(struct kv_worker *w)
 		/* Twice: close them, then free them once their flushed
 		 * answers and READs have given their items back. */
 		for (int round = 0; round < 2; round++) {
-			while ((n = rdmx_poll(w->cq, wc, 32)) > 0)
+			while ((n = rdmx_poll(w->cq, wc, 32)) > 0) {
 				for (int i = 0; i < n; i++)
 					if (wc[i].opcode != RDMX_OP_RECV)
 						kv_done(w, &wc[i]);
+				kv_flush(w); /* the clients closed: drops */
+			}
 			kv_client_reap(w);
 		}
 	}
