@@ -139,6 +139,7 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 		k->keyof[slot] = n;
 		k->posted++;
 	}
+	rdmx_kv_flush(k->c); /* the batch leaves together */
 	return RDMX_OK;
 }
 

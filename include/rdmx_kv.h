@@ -174,6 +174,11 @@ rdmx_status rdmx_kv_del(struct rdmx_kv_client *c, const void *key, size_t klen);
  * buffer when posted (or used in place when it lies there already), so
  * the caller's memory is free at once. Returns RDMX_ERR_AGAIN when the
  * pipe or the buffer is full: poll, then retry.
+ *
+ * The first request posted after a poll leaves at once; those posted
+ * right after it wait for rdmx_kv_flush or the next poll (or synchronous
+ * call), and leave together: one frame train, as pipelining clients of
+ * Redis send theirs. Call rdmx_kv_flush after posting a batch.
  */
 enum rdmx_kv_op { RDMX_KV_GET = 1, RDMX_KV_PUT, RDMX_KV_DEL };
 
@@ -201,6 +206,8 @@ rdmx_status rdmx_kv_post_del(struct rdmx_kv_client *c, const void *key,
  */
 int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		 int timeout_ms);
+/* Send the requests posted and still waiting (see above). */
+void rdmx_kv_flush(struct rdmx_kv_client *c);
 
 /* ------------------------------------------------------------------------ */
 /* Cluster: keys spread over the servers of a name (lib/registry)          */

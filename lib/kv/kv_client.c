@@ -47,6 +47,16 @@ struct rdmx_kv_client {
 	uint32_t nfree, free_cap;
 	struct rdmx_kv_result results[KV_RESULTS]; /* taken, not yet polled */
 	uint32_t rhead, rcount;
+	/*
+	 * The first request after a look at the cq leaves at once; those
+	 * that follow it wait for the next look or rdmx_kv_flush, and go as
+	 * one list (kv_flush): a pipelining caller's requests share a frame
+	 * train, one sendmsg on tcp. Each sge lives beside its request.
+	 */
+	struct rdmx_wr pend[KV_DEPTH];
+	struct rdmx_sge pend_sg[KV_DEPTH];
+	uint32_t npend;
+	bool sent_since_look;
 	struct rdmx_kv_attr attr;
 	rdmx_status dead;
 };
@@ -155,6 +165,7 @@ static void kv_client_fail(struct rdmx_kv_client *c, rdmx_status st)
 		return;
 	kv_log(RDMX_LOG_ERROR, "server lost: %s", rdmx_strerror(st));
 	c->dead = RDMX_ERR_CONN_LOST;
+	c->npend = 0; /* their slots fail below */
 	rdmx_conn_close(c->conn);
 	c->conn = NULL;
 	for (uint32_t i = 0; i < KV_DEPTH; i++) {
@@ -238,12 +249,39 @@ static void kv_answer(struct rdmx_kv_client *c, uint32_t i, uint32_t len)
 		kv_result_push(c, &r);
 }
 
-/* Take completions off the cq into results; false if none came. */
+/*
+ * Send the requests made since the last call as one list. What the send
+ * queue cannot take yet (AGAIN) waits for the next call, in order.
+ */
+static void kv_flush(struct rdmx_kv_client *c)
+{
+	int posted = 0;
+	rdmx_status st;
+
+	if (c->dead || !c->npend)
+		return;
+	st = rdmx_post_list(c->conn, c->pend, (int)c->npend, &posted);
+	if (st && st != RDMX_ERR_AGAIN) {
+		kv_client_fail(c, st);
+		return;
+	}
+	c->npend -= (uint32_t)posted;
+	for (uint32_t k = 0; k < c->npend; k++) {
+		c->pend_sg[k] = c->pend_sg[k + (uint32_t)posted];
+		c->pend[k] = c->pend[k + (uint32_t)posted];
+		c->pend[k].sg_list = &c->pend_sg[k];
+	}
+}
+
+/* Send what waits, then take completions off the cq into results; false
+ * if none came. */
 static bool kv_progress(struct rdmx_kv_client *c)
 {
 	struct rdmx_completion wc[16];
 	int n;
 
+	kv_flush(c);
+	c->sent_since_look = false;
 	if (c->dead || c->rcount + KV_DEPTH > KV_RESULTS)
 		return false;
 	n = rdmx_poll(c->cq, wc, 16);
@@ -267,14 +305,18 @@ static int kv_slot_get(struct rdmx_kv_client *c)
 	return -1;
 }
 
-/* SEND slot @i's request: @r's header, its key and @payload. */
+/*
+ * SEND slot @i's request: @r's header, its key and @payload. The first
+ * since the last look at the cq goes out now; later ones at the next look
+ * (kv_flush, from rdmx_kv_poll, a call that waits, or rdmx_kv_flush),
+ * with every other request made before them.
+ */
 static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 			   const void *key, const void *payload, uint32_t plen)
 {
 	struct kv_slot *s = &c->slot[i];
 	uint8_t *m = kv_msg(c, (uint32_t)i);
-	struct rdmx_sge sg = { m, KV_REQ_HDR + r->key_len + plen, c->msgs_mr };
-	rdmx_status st;
+	uint32_t k = c->npend++;
 
 	s->gen++;
 	r->req_id = (uint64_t)s->gen << 16 | (uint32_t)i;
@@ -282,17 +324,25 @@ static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 	memcpy(m + KV_REQ_HDR, key, r->key_len);
 	if (plen)
 		memcpy(m + KV_REQ_HDR + r->key_len, payload, plen);
-	st = rdmx_post_send(c->conn, &sg, (uint64_t)i);
-	if (st != RDMX_OK) {
-		if (s->own_room)
-			kv_ext_free(c, s->off, s->room);
-		if (st != RDMX_ERR_AGAIN)
-			kv_client_fail(c, st);
-		return st == RDMX_ERR_AGAIN ? st : RDMX_ERR_CONN_LOST;
-	}
+	c->pend_sg[k] = (struct rdmx_sge){ m, KV_REQ_HDR + r->key_len + plen,
+					   c->msgs_mr };
+	c->pend[k] = (struct rdmx_wr){ .wr_id = (uint64_t)i,
+				       .opcode = RDMX_OP_SEND,
+				       .sg_list = &c->pend_sg[k],
+				       .num_sge = 1 };
 	s->busy = true;
 	c->busy++;
+	if (!c->sent_since_look) {
+		c->sent_since_look = true;
+		kv_flush(c);
+	}
 	return RDMX_OK;
+}
+
+void rdmx_kv_flush(struct rdmx_kv_client *c)
+{
+	if (c)
+		kv_flush(c);
 }
 
 static rdmx_status kv_key_ok(const void *key, size_t klen)
