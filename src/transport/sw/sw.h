@@ -336,7 +336,6 @@ struct rdmx_sw_srq {
 	uint32_t reserved; /* of them, promised as credits */
 	struct rdmx_sw_conn *links;
 	struct rdmx_sw_conn *cursor; /* where the next demand round starts */
-	uint32_t nbare, nwant; /* links holding no credit; links that want */
 	struct rdmx_sw_srq *all_next; /* in the process's list of srqs */
 	atomic_bool kick; /* some srq_kick is set */
 	/*

@@ -28,24 +28,10 @@ static uint32_t rdmx_sw_srq_spare(const struct rdmx_sw_srq *s)
 	return s->count - s->reserved;
 }
 
-/*
- * Set what @l holds and wants, keeping the srq's counts of links that hold
- * nothing and links that want: balancing runs on every RECV taken or
- * posted, and with those counts at zero it need not walk the links.
- */
-static void rdmx_sw_srq_set(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l,
-			    uint32_t held, uint32_t want)
-{
-	s->nbare += (uint32_t)(held == 0) - (uint32_t)(l->srq_held == 0);
-	s->nwant += (uint32_t)(want != 0) - (uint32_t)(l->srq_want != 0);
-	l->srq_held = held;
-	l->srq_want = want;
-}
-
 static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
 {
 	l->srq_pending++;
-	rdmx_sw_srq_set(s, l, l->srq_held + 1, l->srq_want);
+	l->srq_held++;
 	s->reserved++;
 	l->srq_kick = true;
 	atomic_store(&s->kick, true);
@@ -72,15 +58,17 @@ static bool rdmx_sw_srq_serve_demand(struct rdmx_sw_srq *s)
 			if (l->srq_want && !l->srq_revoking &&
 			    rdmx_sw_srq_spare(s)) {
 				rdmx_sw_srq_give(s, l);
-				rdmx_sw_srq_set(s, l, l->srq_held,
-						l->srq_want - 1);
+				l->srq_want--;
 				s->cursor = rdmx_sw_srq_next(s, l);
 				served = true;
 			}
 			l = rdmx_sw_srq_next(s, l);
 		} while (l != start);
 	}
-	return s->nwant != 0;
+	for (l = s->links; l; l = l->srq_next)
+		if (l->srq_want)
+			return true;
+	return false;
 }
 
 static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
@@ -89,7 +77,7 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 
 	if (!s->links)
 		return;
-	if (s->nwant && rdmx_sw_srq_serve_demand(s)) {
+	if (rdmx_sw_srq_serve_demand(s)) {
 		/* Step 2: someone waits and nothing is spare. */
 		for (l = s->links; l; l = l->srq_next)
 			if (l->srq_held && !l->srq_want && !l->srq_revoking) {
@@ -97,7 +85,7 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 				l->srq_kick = true;
 				atomic_store(&s->kick, true);
 			}
-	} else if (s->nbare) {
+	} else {
 		/* Step 3: a standing credit for each idle peer. */
 		for (l = s->links; l && rdmx_sw_srq_spare(s); l = l->srq_next)
 			if (!l->srq_held && !l->srq_revoking)
@@ -158,7 +146,6 @@ void rdmx_sw_srq_attach(struct rdmx_sw_conn *c)
 	c->srq = s;
 	c->srq_next = s->links;
 	s->links = c;
-	s->nbare++; /* it holds nothing, wants nothing */
 	rdmx_sw_srq_balance(s);
 	c->srq_kick = false; /* sent below */
 	pthread_mutex_unlock(&s->lock);
@@ -181,9 +168,7 @@ void rdmx_sw_srq_detach(struct rdmx_sw_conn *c)
 	if (s->cursor == c)
 		s->cursor = NULL;
 	s->reserved -= c->srq_held;
-	rdmx_sw_srq_set(s, c, 0, 0);
-	s->nbare--; /* no longer a link */
-	c->srq_pending = 0;
+	c->srq_held = c->srq_want = c->srq_pending = 0;
 	c->srq_kick = c->srq_revoke = false;
 	rdmx_sw_srq_balance(s);
 	pthread_mutex_unlock(&s->lock);
@@ -212,7 +197,7 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 		s->tail = NULL;
 	s->count--;
 	s->reserved--;
-	rdmx_sw_srq_set(s, c, c->srq_held - 1, c->srq_want);
+	c->srq_held--;
 	rdmx_sw_srq_balance(s);
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -248,15 +233,14 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 		 * revoked from.
 		 */
 		on_way = c->granted_total - h->arg1 + c->grant + c->srq_pending;
+		c->srq_want = h->arg0 > on_way ? (uint32_t)(h->arg0 - on_way)
+					       : 0;
 		/*
 		 * Credits past the requests it may have outstanding here are
 		 * of no use to an honest peer: a want beyond them would only
 		 * hoard the pool (a peer that wants is never revoked from).
 		 */
-		rdmx_sw_srq_set(s, c, c->srq_held,
-				(uint32_t)rdmx_sw_srq_cap(
-					c, h->arg0 > on_way ? h->arg0 - on_way
-							    : 0));
+		c->srq_want = (uint32_t)rdmx_sw_srq_cap(c, c->srq_want);
 	} else if (h->arg0 > c->srq_held - c->srq_pending) {
 		pthread_mutex_unlock(&s->lock);
 		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
@@ -266,8 +250,7 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 			   (unsigned long long)h->arg0);
 		return;
 	} else {
-		rdmx_sw_srq_set(s, c, c->srq_held - (uint32_t)h->arg0,
-				c->srq_want);
+		c->srq_held -= (uint32_t)h->arg0;
 		s->reserved -= (uint32_t)h->arg0;
 		c->srq_revoking = false;
 	}
