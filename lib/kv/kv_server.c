@@ -39,7 +39,6 @@ struct kv_client {
 	 * (kv_flush); the client is on its worker's list while any wait. */
 	struct kv_work *out_head, *out_tail;
 	struct kv_client *next_out;
-	bool out_listed;
 };
 
 enum kv_work_kind { KV_ANSWER, KV_GET_ANSWER, KV_PUT_READ };
@@ -291,16 +290,14 @@ static void kv_answer_after(struct kv_worker *w, struct kv_work *op,
 					    .num_sge = 1 };
 	op->nwr++;
 	op->next_out = NULL;
-	if (cl->out_tail)
+	if (cl->out_head) {
 		cl->out_tail->next_out = op;
-	else
+	} else { /* its first: the client joins the worker's list */
 		cl->out_head = op;
-	cl->out_tail = op;
-	if (!cl->out_listed) {
-		cl->out_listed = true;
 		cl->next_out = w->out;
 		w->out = cl;
 	}
+	cl->out_tail = op;
 }
 
 /* Post @cl's queued answers as one list (at most 32 at a time). */
@@ -335,7 +332,6 @@ static void kv_flush_client(struct kv_worker *w, struct kv_client *cl)
 					"queue");
 	}
 	cl->out_tail = NULL;
-	cl->out_listed = false;
 }
 
 /* The batch is done: post every client's answers. */

@@ -272,7 +272,8 @@ static ssize_t rdmx_shm_push(struct rdmx_sw_conn *c, const struct iovec *local,
 
 /*
  * Our consumer side: ask the peer for doorbells, or let it skip them.
- * Armed, the engine looks at the ring again after rdmx_sw_pipe.arm_fence.
+ * Armed on a fenced pipe, the engine issues rdmx_membarrier before it
+ * looks at the ring again.
  */
 static bool rdmx_shm_arm(struct rdmx_sw_conn *c, bool on)
 {
@@ -329,7 +330,6 @@ const struct rdmx_sw_pipe rdmx_shm_pipe = {
 	.want_out = rdmx_shm_want_out,
 	.wake = rdmx_shm_wake,
 	.arm = rdmx_shm_arm,
-	.arm_fence = rdmx_membarrier,
 	.pull = rdmx_shm_pull,
 	.push = rdmx_shm_push,
 	.direct = rdmx_shm_direct,

@@ -68,11 +68,10 @@ struct rdmx_sw_pipe {
 	/*
 	 * Optional: (dis)arm the peer's wake-ups for input. Disarmed, the
 	 * peer may skip them (a spinning caller sees input anyway); arming
-	 * is followed by a seq_cst fence, arm_fence() once if any arm said
-	 * true, and a ready() check by the engine.
+	 * is followed by a seq_cst fence, rdmx_membarrier() once if any arm
+	 * said true (core/mem.h), and a ready() check by the engine.
 	 */
 	bool (*arm)(struct rdmx_sw_conn *c, bool on);
-	void (*arm_fence)(void);
 	/* Optional, lock-free: is there input? Lets polling skip epoll. */
 	bool (*ready)(struct rdmx_sw_conn *c);
 	/*

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "mem.h"
 #include "sw.h"
 
 /* Payloads at least this large bypass the staging buffer. */
@@ -848,9 +849,8 @@ int rdmx_sw_progress(void *priv, bool spinning)
 	int n;
 
 	rdmx_sw_release_acks(tctx);
-	if (spinning && tctx->thread_running)
-		atomic_store_explicit(&tctx->app_poll_us, rdmx_now_us(),
-				      memory_order_relaxed);
+	if (spinning)
+		rdmx_sw_polled(tctx);
 	if (tctx->tp->pipe->ready) {
 		n = rdmx_sw_poll_ready(tctx, hold);
 		if (n)
@@ -868,7 +868,7 @@ int rdmx_sw_progress(void *priv, bool spinning)
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 }
 
-/* Pairs with the thread's look at app_poll_us (rdmx_sw_thread). */
+/* A caller spins: stamp it for the thread's look (rdmx_sw_thread). */
 void rdmx_sw_polled(void *priv)
 {
 	struct rdmx_sw_ctx *tctx = priv;
@@ -901,18 +901,18 @@ int rdmx_sw_progress_fd(void *priv)
 static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on)
 {
 	const struct rdmx_sw_pipe *pipe = tctx->tp->pipe;
-	bool fence = false;
+	bool membarrier = false;
 
 	if (!pipe->arm)
 		return;
 	pthread_mutex_lock(&tctx->slots_lock);
 	for (uint32_t i = 0; i < tctx->nslots; i++)
 		if (tctx->slots[i])
-			fence |= pipe->arm(tctx->slots[i], on);
+			membarrier |= pipe->arm(tctx->slots[i], on);
 	pthread_mutex_unlock(&tctx->slots_lock);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (fence)
-		pipe->arm_fence();
+	if (membarrier)
+		rdmx_membarrier();
 }
 
 /* Drain the stop/kick eventfd; true when it means "exit". */
