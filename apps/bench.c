@@ -327,13 +327,14 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 	struct rdmx_sge in = { b->p, (uint32_t)o->size, b->mr };
 	uint8_t v = (uint8_t)(i + 1);
 	rdmx_status st = RDMX_OK;
-	double t0;
+	uint64_t t0;
+	double us;
 
 	if (o->op == B_SEND)
 		st = cli_post_recv(s, &in, 1, i);
 	if (o->op == B_WRITE)
 		b->p[2 * o->size - 1] = v;
-	t0 = cli_now_us();
+	t0 = cli_ticks();
 	if (!st)
 		st = bench_post(s, o, b, rem, i);
 	/* Our op's own completion, and for send the echo too. */
@@ -342,9 +343,9 @@ static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 				 CLI_TIMEOUT_MS);
 	if (!st && o->op == B_WRITE) /* the server's WRITE back */
 		st = bench_spin_byte(s, b->p + o->size - 1, v);
-	t0 = cli_now_us() - t0;
+	us = cli_ticks_us(cli_ticks() - t0);
 	*st_p = st;
-	return o->op == B_SEND || o->op == B_WRITE ? t0 / 2 : t0;
+	return o->op == B_SEND || o->op == B_WRITE ? us / 2 : us;
 }
 
 /* Bandwidth: keep `depth` in flight; returns elapsed microseconds. */
@@ -643,6 +644,7 @@ static rdmx_status bench_measure(struct cli_session *s,
 	bool armed = false;
 	rdmx_status st = RDMX_OK;
 
+	cli_ticks_init();
 	if (!o->json && o->bw)
 		printf(" %-7s %-6s %10s %8s %6s %12s %10s\n", "transp", "op",
 		       "bytes", "iters", "depth", "msg/s", "GB/s");

@@ -117,6 +117,73 @@ double cli_now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+static bool cli_tsc;	    /* cli_ticks reads the time-stamp counter */
+static double cli_us_per_tick; /* its calibration; 1e-3 for nanoseconds */
+
+static uint64_t cli_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+/* Does /proc/cpuinfo list both flags of an invariant counter? */
+static bool cli_tsc_invariant(void)
+{
+	char line[4096];
+	bool yes = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "flags", 5)) {
+			yes = strstr(line, " constant_tsc") &&
+			      strstr(line, " nonstop_tsc");
+			break;
+		}
+	if (f)
+		fclose(f);
+	return yes;
+}
+#endif
+
+uint64_t cli_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (cli_tsc)
+		return __builtin_ia32_rdtsc();
+#endif
+	return cli_mono_ns();
+}
+
+void cli_ticks_init(void)
+{
+	if (cli_us_per_tick)
+		return;
+	cli_us_per_tick = 1e-3;
+#if defined(__x86_64__) || defined(__i386__)
+	if (cli_tsc_invariant()) {
+		struct timespec two_ms = { 0, 2000000 };
+		uint64_t n0 = cli_mono_ns(), t0 = __builtin_ia32_rdtsc();
+
+		nanosleep(&two_ms, NULL);
+		uint64_t n1 = cli_mono_ns(), t1 = __builtin_ia32_rdtsc();
+
+		if (t1 > t0 && n1 > n0) {
+			cli_us_per_tick =
+				(double)(n1 - n0) / 1e3 / (double)(t1 - t0);
+			cli_tsc = true;
+		}
+	}
+#endif
+}
+
+double cli_ticks_us(uint64_t ticks)
+{
+	return (double)ticks * cli_us_per_tick;
+}
+
 static int cli_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
