@@ -14,10 +14,13 @@
 # perftest's and ucx_perftest's, reuse one buffer.
 #
 # After those rows, in the same run: READ 4 KiB (rdmx read / ucp_get) and
-# fetch-add (rdmx atomic / ucp_fadd) with p99.9; shm with heap buffers
-# (malloc: the target's engine serves each request); the limits of this host,
-# measured by the project's own programs (build/bench: a spinning shared
-# cache line ping-pong, spinning and blocking TCP ping-pongs, memcpy); and
+# fetch-add (rdmx atomic / ucp_fadd) with p99.9; READ bandwidth at 64 KiB
+# and 1 MiB (rdmx read --bw / ucp_get), and over tcp qperf's tcp_bw at
+# 1 MiB, the stream limit of this host, beside rdmx's READ and WRITE; shm
+# with heap buffers (malloc: the target's engine serves each request); the
+# limits of this host, measured by the project's own programs (build/bench:
+# a spinning shared cache line ping-pong, spinning and blocking TCP
+# ping-pongs, memcpy); and
 # sleeping waiters: rdmx's READ with the measuring side asleep (in
 # rdmx_cq_wait, or in poll on rdmx_cq_fd) beside a blocking TCP ping-pong,
 # where each message costs a cross-core wake-up. Rows say "spin" or "sleep".
@@ -33,7 +36,7 @@ cd "$(dirname "$0")/.."
 
 if [ -z "${RDMX_BENCH_INNER:-}" ]; then
 	[ "$(id -u)" -eq 0 ] || { echo "compare.sh: needs root (unshare --net)" >&2; exit 1; }
-	for p in ucx-utils libfabric-bin util-linux; do
+	for p in ucx-utils libfabric-bin qperf util-linux; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
 	done
@@ -188,6 +191,7 @@ for tr in shm tcp; do
 		n=$NB64 depth=64
 		[ $size = 1048576 ] && n=$NB1M depth=16
 		r=$(rdmx_run $tr --op write --bw -s $size -n $n -t $depth | jget gb_per_s)
+		[ $tr = tcp ] && [ $size = 1048576 ] && tcp_w1m=$r # beside qperf
 		p1=$(ucx_bw "$U1" $size $n)
 		if [ $tr = shm ]; then
 			p2=$(ucx_bw "$U2" $size $n)
@@ -201,7 +205,7 @@ done
 # iterations, since ucx_perftest 1.13's get responder stops progressing
 # after its own -n, and over tcp each get then waits ~1 ms.
 GETK=40
-ucx_batch() { # ENV ARGS... -> column 3 of "Final:" (-R percentile, us)
+ucx_batch() { # ENV ARGS... -> column COL (3) of "Final:" (-R percentile, us)
 	local envs=$1
 	shift
 	next_port
@@ -212,7 +216,8 @@ ucx_batch() { # ENV ARGS... -> column 3 of "Final:" (-R percentile, us)
 	local srv=$!
 	sleep 0.5
 	env $envs timeout 120 taskset -c 1 ucx_perftest 127.0.0.1 -p "$port" \
-		-b "$tmp/cli.batch" 2>/dev/null | awk '/^Final:/ { print $3 }' || true
+		-b "$tmp/cli.batch" 2>/dev/null |
+		awk -v c="${COL:-3}" '/^Final:/ { print $c }' || true
 	kill $srv 2>/dev/null || true
 	wait 2>/dev/null || true
 }
@@ -244,6 +249,45 @@ for tr in shm tcp; do
 				row "$name p$pct us" "$r" "$p1"
 			fi
 		done
+	done
+done
+
+# Read bandwidth (rdmx read --bw / ucp_get, MB/s in column 7), and over
+# tcp the stream limit of this host: qperf tcp_bw, 1 MiB messages.
+gbps() { awk '{ if ($1) printf "%.3f\n", $1 * 1048576 / 1e9 }'; }
+qperf_bw() { # SIZE -> GB/s
+	next_port
+	taskset -c 0 qperf --listen_port "$port" >/dev/null 2>&1 &
+	local srv=$!
+	sleep 0.3
+	timeout 60 taskset -c 1 qperf -lp "$port" -m "$1" -uu 127.0.0.1 tcp_bw 2>/dev/null |
+		awk '$1 == "bw" { printf "%.3f\n", $3 / 1e9 }' || true
+	kill $srv 2>/dev/null || true
+	wait 2>/dev/null || true
+}
+for tr in shm tcp; do
+	if [ $tr = shm ]; then
+		U1=UCX_TLS=posix,self U2=UCX_TLS=cma,posix,self
+		head_row "shm: read bandwidth" ucx-posix ucx-cma
+	else
+		U1="UCX_TLS=tcp,self UCX_NET_DEVICES=lo" U2=""
+		head_row "tcp: read bw, qperf" ucx-tcp qperf
+	fi
+	for size in 65536 1048576; do
+		n=$NB64 depth=64
+		[ $size = 1048576 ] && n=$NB1M depth=16
+		r=$(rdmx_run $tr --op read --bw -s $size -n $n -t $depth | jget gb_per_s)
+		p1=$(COL=7 ucx_batch "$U1" -t ucp_get -s $size -n $n | gbps)
+		if [ $tr = shm ]; then
+			p2=$(COL=7 ucx_batch "$U2" -t ucp_get -s $size -n $n | gbps)
+			row "read $size B GB/s" "$r" "$p1" "$p2"
+		elif [ $size = 1048576 ]; then
+			q=$(qperf_bw 1M)
+			row "read $size B GB/s" "$r" "$p1" "$q"
+			row "write $size B GB/s" "${tcp_w1m:-}" "" "$q"
+		else
+			row "read $size B GB/s" "$r" "$p1" ""
+		fi
 	done
 done
 
