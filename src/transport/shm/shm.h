@@ -67,6 +67,12 @@ void rdmx_shm_map_leave(struct rdmx_shm_pipe *p);
 bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 		     uint64_t total);
 /*
+ * We start copying to or from the peer's memory: store cma_busy, fenced
+ * so that the loads that follow (closed, sealed, a grant's seq) pair with
+ * the peer's store then rdmx_shm_copy_wait. Clear it with release after.
+ */
+void rdmx_shm_copy_begin(struct rdmx_shm_pipe *p);
+/*
  * Wait until the peer of @p copies nothing to or from our memory, or is
  * dead, or RDMX_SHM_COPY_WAIT_US passed (logged, naming @what).
  */

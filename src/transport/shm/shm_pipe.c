@@ -239,8 +239,7 @@ static ssize_t rdmx_shm_cma(struct rdmx_sw_conn *c, bool to_peer,
 	 */
 	if (p->peer_gone || poll(&pfd, 1, 0) != 0)
 		return -ESRCH;
-	/* seq_cst store, then seq_cst load: pairs with rdmx_shm_shutdown. */
-	atomic_store(&p->rx->cma_busy, 1);
+	rdmx_shm_copy_begin(p); /* then load: pairs with rdmx_shm_shutdown */
 	if (atomic_load(&p->rx->closed)) {
 		/* The peer has closed: its buffers may be reused already. */
 		atomic_store_explicit(&p->rx->cma_busy, 0,
