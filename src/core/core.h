@@ -17,6 +17,7 @@
 #include "log.h"
 #include "rdmx.h"
 #include "sock.h"
+#include "spin.h"
 
 #define rdmx_container_of(ptr, type, member)                                   \
 	((type *)((char *)(ptr)-offsetof(type, member)))
@@ -261,7 +262,7 @@ rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,
 
 struct rdmx_cq {
 	struct rdmx_ctx *ctx;
-	pthread_mutex_t lock;
+	struct rdmx_spin lock; /* the ring and the fields below it */
 	struct rdmx_completion *ring;
 	uint32_t cap, head, count;
 	int efd; /* eventfd: nonzero while completions are ready */

@@ -30,7 +30,6 @@ rdmx_status rdmx_cq_create(struct rdmx_ctx *ctx, struct rdmx_cq **cq_p)
 		rdmx_error("eventfd: %m");
 		goto err_ring;
 	}
-	pthread_mutex_init(&cq->lock, NULL);
 	cq->wfd = -1;
 	cq->ctx = ctx;
 	rdmx_ctx_child(ctx, &ctx->ncqs, 1);
@@ -48,20 +47,19 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 {
 	if (!cq)
 		return RDMX_OK;
-	pthread_mutex_lock(&cq->lock);
+	rdmx_spin_lock(&cq->lock);
 	if (cq->nconns) {
 		rdmx_error("rdmx_cq_destroy: %u connections or srqs still "
 			   "deliver to this cq",
 			   cq->nconns);
-		pthread_mutex_unlock(&cq->lock);
+		rdmx_spin_unlock(&cq->lock);
 		return RDMX_ERR_BUSY;
 	}
-	pthread_mutex_unlock(&cq->lock);
+	rdmx_spin_unlock(&cq->lock);
 	rdmx_ctx_child(cq->ctx, &cq->ctx->ncqs, -1);
 	if (cq->wfd >= 0)
 		close(cq->wfd);
 	close(cq->efd);
-	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
 	free(cq);
 	return RDMX_OK;
@@ -69,9 +67,9 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 
 void rdmx_cq_attach(struct rdmx_cq *cq, int delta)
 {
-	pthread_mutex_lock(&cq->lock);
+	rdmx_spin_lock(&cq->lock);
 	cq->nconns += (unsigned)delta;
-	pthread_mutex_unlock(&cq->lock);
+	rdmx_spin_unlock(&cq->lock);
 }
 
 /* Double the ring, keeping order. Call with cq->lock held. */
@@ -106,18 +104,18 @@ static void rdmx_cq_signal(struct rdmx_cq *cq)
 void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc)
 {
 	rdmx_stats_completed(cq->ctx, wc);
-	pthread_mutex_lock(&cq->lock);
+	rdmx_spin_lock(&cq->lock);
 	if (cq->count == cq->cap && !rdmx_cq_grow(cq)) {
 		/* Cannot happen short of memory exhaustion; say so loudly. */
 		rdmx_error("cq: out of memory, completion of wr_id %llu lost",
 			   (unsigned long long)wc->wr_id);
-		pthread_mutex_unlock(&cq->lock);
+		rdmx_spin_unlock(&cq->lock);
 		return;
 	}
 	cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
 	cq->count++;
 	rdmx_cq_signal(cq);
-	pthread_mutex_unlock(&cq->lock);
+	rdmx_spin_unlock(&cq->lock);
 }
 
 static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
@@ -125,7 +123,7 @@ static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	uint64_t v;
 	int n = 0;
 
-	pthread_mutex_lock(&cq->lock);
+	rdmx_spin_lock(&cq->lock);
 	while (n < max && cq->count) {
 		wc[n++] = cq->ring[cq->head];
 		cq->head = (cq->head + 1) % cq->cap;
@@ -137,7 +135,7 @@ static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 		    errno == EAGAIN)
 			cq->signaled = false;
 	}
-	pthread_mutex_unlock(&cq->lock);
+	rdmx_spin_unlock(&cq->lock);
 	return n;
 }
 
@@ -194,9 +192,9 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 					  : "negative max");
 	if (atomic_load_explicit(&cq->fd_exported, memory_order_relaxed) &&
 	    rdmx_cq_unwatched(cq)) {
-		pthread_mutex_lock(&cq->lock);
+		rdmx_spin_lock(&cq->lock);
 		rdmx_cq_watch(cq);
-		pthread_mutex_unlock(&cq->lock);
+		rdmx_spin_unlock(&cq->lock);
 	}
 	/*
 	 * A caller of rdmx_poll polls in a loop, unless it waits on the cq's
@@ -225,9 +223,9 @@ static bool rdmx_cq_ready(struct rdmx_cq *cq)
 {
 	bool ready;
 
-	pthread_mutex_lock(&cq->lock);
+	rdmx_spin_lock(&cq->lock);
 	ready = cq->count != 0;
-	pthread_mutex_unlock(&cq->lock);
+	rdmx_spin_unlock(&cq->lock);
 	return ready;
 }
 
@@ -278,17 +276,17 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 
 		/* From here the background thread must serve: hand over. */
 		rdmx_ctx_idle(cq->ctx);
-		pthread_mutex_lock(&cq->lock);
+		rdmx_spin_lock(&cq->lock);
 		cq->waiters++;
 		if (cq->count)
 			rdmx_cq_signal(cq);
-		pthread_mutex_unlock(&cq->lock);
+		rdmx_spin_unlock(&cq->lock);
 
 		rdmx_cq_sleep(cq, rdmx_ms_left(deadline));
 
-		pthread_mutex_lock(&cq->lock);
+		rdmx_spin_lock(&cq->lock);
 		cq->waiters--;
-		pthread_mutex_unlock(&cq->lock);
+		rdmx_spin_unlock(&cq->lock);
 	}
 }
 
@@ -299,7 +297,7 @@ int rdmx_cq_fd(struct rdmx_cq *cq)
 
 	if (!cq)
 		return rdmx_invalid("rdmx_cq_fd", "NULL cq");
-	pthread_mutex_lock(&cq->lock);
+	rdmx_spin_lock(&cq->lock);
 	if (cq->wfd < 0) {
 		cq->wfd = epoll_create1(EPOLL_CLOEXEC);
 		if (cq->wfd >= 0 &&
@@ -317,6 +315,6 @@ int rdmx_cq_fd(struct rdmx_cq *cq)
 	rdmx_ctx_idle(cq->ctx);
 	if (cq->count)
 		rdmx_cq_signal(cq);
-	pthread_mutex_unlock(&cq->lock);
+	rdmx_spin_unlock(&cq->lock);
 	return fd;
 }
