@@ -34,7 +34,8 @@ static inline void rdmx_spin_lock(struct rdmx_spin *l)
 {
 	while (atomic_exchange_explicit(&l->held, true, memory_order_acquire))
 		for (unsigned i = 0;
-		     atomic_load_explicit(&l->held, memory_order_relaxed); i++) {
+		     atomic_load_explicit(&l->held, memory_order_relaxed);
+		     i++) {
 			if (i < RDMX_SPIN_PAUSES)
 				rdmx_spin_pause();
 			else

@@ -36,10 +36,16 @@ static void wild(bool producer_tail)
 	assert_int_equal(rdmx_post_recv(p.sconn, &s, 1, 1), RDMX_OK);
 	victim = pipe_of(p.sconn);
 	if (producer_tail) {
-		/* As the peer: more bytes published than the ring holds. */
+		/*
+		 * As the peer: more bytes published than the ring holds, and
+		 * its doorbell. (The honest producer here keeps its tail to
+		 * itself: a SEND of its would publish a sane one over ours.)
+		 */
+		uint64_t one = 1;
+
 		atomic_fetch_add(&victim->rx->tail, 1ull << 40);
-		atomic_store(&victim->rx->consumer_waiting, 1);
-		assert_int_equal(rdmx_post_send(p.cconn, &s, 2), RDMX_OK);
+		assert_int_equal(write(victim->door, &one, sizeof(one)),
+				 sizeof(one));
 	} else {
 		/* A RECV at the peer, so our SEND has its credit and goes. */
 		assert_int_equal(rdmx_post_recv(p.cconn, &cs, 1, 4), RDMX_OK);

@@ -17,6 +17,9 @@ struct rdmx_shm_pipe {
 	struct rdmx_shm_ring *tx; /* the peer's: we produce */
 	uint8_t *rx_data, *tx_data;
 	uint64_t rx_size, tx_size; /* powers of two */
+	/* Ours as tx's producer: the tail we published (the peer can write
+	 * the shared one), and the head we last read. */
+	uint64_t tx_tail, tx_head;
 	int door; /* our doorbell (the engine's c->fd) */
 	int peer_door; /* the peer's doorbell */
 	int ctl; /* the control socket: liveness (the engine's c->fd2) */

@@ -253,7 +253,15 @@ static rdmx_status rdmx_shm_meet_connect(int ctl, uint64_t deadline, int *ufd_p)
 	if (st)
 		return st;
 	if (rdmx_shm_offer_unpack(b, &o)) {
-		rdmx_error("shm: malformed setup offer from the peer");
+		if (rdmx_get_be(b, 4) == RDMX_SHM_MAGIC &&
+		    rdmx_get_be(b + 4, 4) != RDMX_SHM_VERSION)
+			rdmx_error("shm: the peer's rings are version %u, ours "
+				   "%u: use one rdmx release on both sides, or "
+				   "transport tcp",
+				   (unsigned)rdmx_get_be(b + 4, 4),
+				   RDMX_SHM_VERSION);
+		else
+			rdmx_error("shm: malformed setup offer from the peer");
 		return RDMX_ERR_PROTOCOL;
 	}
 	fd = rdmx_shm_unix(o.name, false);
@@ -421,6 +429,8 @@ static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p, uint64_t size,
 		rdmx_error("shm: the peer's ring header is not an rdmx ring");
 		return RDMX_ERR_PROTOCOL;
 	}
+	p->tx_tail = atomic_load(&p->tx->tail);
+	p->tx_head = atomic_load(&p->tx->head);
 	/* A peer that says so falsely only delays its own traffic. */
 	p->fenced = rdmx_membarrier_ready() && p->tx->owner_fenced == 1;
 	return RDMX_OK;

@@ -109,19 +109,25 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 			      int iovcnt)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
-	uint64_t tail =
-		atomic_load_explicit(&p->tx->tail, memory_order_relaxed);
-	uint64_t head =
-		atomic_load_explicit(&p->tx->head, memory_order_acquire);
-	uint64_t space;
+	uint64_t tail = p->tx_tail;
+	uint64_t space = p->tx_size - (tail - p->tx_head), want = 0;
 	size_t done = 0;
 
 	if (p->peer_gone ||
 	    atomic_load_explicit(&p->tx->closed, memory_order_acquire))
 		return -EPIPE;
-	if (rdmx_shm_wild(c, tail - head, p->tx_size))
-		return -EPROTO;
-	space = p->tx_size - (tail - head);
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	/* The consumer's line only when our copy of head says full. */
+	if (space < want) {
+		uint64_t head = atomic_load_explicit(&p->tx->head,
+						     memory_order_acquire);
+
+		if (rdmx_shm_wild(c, tail - head, p->tx_size))
+			return -EPROTO;
+		p->tx_head = head;
+		space = p->tx_size - (tail - head);
+	}
 	for (int i = 0; i < iovcnt && space; i++) {
 		size_t n = iov[i].iov_len < space ? iov[i].iov_len : space;
 
@@ -134,7 +140,8 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		return -EAGAIN;
 	rdmx_shm_sync(p->tx, __tsan_release);
 	/* Pairs with rdmx_shm_arm. */
-	if (rdmx_shm_publish(p, &p->tx->tail, tail + done,
+	p->tx_tail = tail + done;
+	if (rdmx_shm_publish(p, &p->tx->tail, p->tx_tail,
 			     &p->tx->consumer_waiting))
 		rdmx_shm_ring_door(p->peer_door);
 	return (ssize_t)done;
@@ -196,7 +203,7 @@ static void rdmx_shm_want_out(struct rdmx_sw_conn *c, bool want)
 		return;
 	rdmx_shm_fence_waiter(p);
 	/* The consumer may have freed space before it saw our flag. */
-	tail = atomic_load_explicit(&p->tx->tail, memory_order_relaxed);
+	tail = p->tx_tail;
 	head = atomic_load(&p->tx->head);
 	if (tail - head < p->tx_size)
 		rdmx_shm_ring_door(p->door);

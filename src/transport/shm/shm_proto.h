@@ -12,7 +12,8 @@
  *  - the producer copies bytes, then stores `tail` with release; the
  *    consumer loads `tail` with acquire before reading those bytes;
  *  - the consumer stores `head` with release after copying bytes out; the
- *    producer loads `head` with acquire before overwriting them;
+ *    producer loads `head` with acquire before overwriting them (it keeps
+ *    the value, and loads again only when that says the ring is full);
  *  - `producer_waiting` and `head`, and `consumer_waiting` and `tail`, are
  *    Dekker pairs: each side stores its own word, then loads the other's,
  *    both seq_cst, so a freed slot and a waiting producer, or new input
@@ -30,7 +31,7 @@
 #include "bytes.h"
 
 #define RDMX_SHM_MAGIC 0x52444d53u /* "RDMS" */
-#define RDMX_SHM_VERSION 3
+#define RDMX_SHM_VERSION 4
 #define RDMX_SHM_RING_HDR 4096
 
 struct rdmx_shm_ring {
@@ -42,17 +43,25 @@ struct rdmx_shm_ring {
 	 * its descriptor in the owner (-1: none) and its inode. */
 	int32_t grants_fd;
 	uint64_t grants_ino;
-	/* Producer's line. */
+	/*
+	 * Written by the owner at creation: its process is registered for
+	 * rdmx_membarrier (core/mem.h). With both owners' set, each side
+	 * publishes tail and head without a full fence, and issues
+	 * rdmx_membarrier after it sets a waiting flag. 0 (an older peer, or
+	 * no membarrier): full fences, as before.
+	 */
+	uint32_t owner_fenced;
+	/*
+	 * One line per writer and rate: a line the other side reads for
+	 * every message must not be one it writes for every message, or each
+	 * message costs a transfer of that line between the cores (~100 ns
+	 * here) on the way. The producer keeps its own copy of head and
+	 * reads this one only when its copy says the ring is full.
+	 */
+	/* The producer's, every publish. */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes ever written */
-	_Atomic uint32_t producer_waiting; /* set and cleared by the producer:
-					    * wake it whenever space frees */
-	/* Consumer's line. */
+	/* The consumer's, every read. */
 	_Alignas(64) _Atomic uint64_t head; /* bytes ever read */
-	_Atomic uint32_t consumer_waiting; /* ring the doorbell on input */
-	_Atomic uint32_t closed; /* either side shut down */
-	/* The producer ends the connection (it cut the consumer off): no
-	 * more mapped access to its memory, though frames still come. */
-	_Atomic uint32_t sealed;
 	/*
 	 * The consumer is copying to or from the producer's memory: as the
 	 * target of a single-copy request (CMA), or as an initiator that
@@ -64,14 +73,17 @@ struct rdmx_shm_ring {
 	 * rdmx_mr_dereg (core/mem.h).
 	 */
 	_Atomic uint32_t cma_busy;
-	/*
-	 * Written by the owner at creation: its process is registered for
-	 * rdmx_membarrier (core/mem.h). With both owners' set, each side
-	 * publishes tail and head without a full fence, and issues
-	 * rdmx_membarrier after it sets a waiting flag. 0 (an older peer, or
-	 * no membarrier): full fences, as before.
-	 */
-	uint32_t owner_fenced;
+	/* Each side's, once a stall or a sleep; the other reads it at every
+	 * publish. */
+	_Alignas(64) _Atomic uint32_t producer_waiting; /* wake it whenever
+							 * space frees */
+	_Alignas(64) _Atomic uint32_t consumer_waiting; /* ring the doorbell on
+							 * input */
+	/* Either side's, once; read at every send and copy. */
+	_Alignas(64) _Atomic uint32_t closed; /* either side shut down */
+	/* The producer ends the connection (it cut the consumer off): no
+	 * more mapped access to its memory, though frames still come. */
+	_Atomic uint32_t sealed;
 };
 
 _Static_assert(sizeof(struct rdmx_shm_ring) <= RDMX_SHM_RING_HDR,
