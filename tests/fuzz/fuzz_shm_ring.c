@@ -2,10 +2,10 @@
 /*
  * Description: libFuzzer target for the shm transport's ring reader: the
  * bytes and the indices a peer can write. The peer maps both rings, so it
- * writes the stream we read, the producer index of that ring and the
- * consumer index of the ring we write. The input is
+ * writes the stream we read (in chunks, shm_proto.h), their stamps and
+ * the consumer index of the ring we write. The input is
  *   u8 flags, be64 tail skew, be64 head skew, then the stream;
- * flag 1 adds the tail skew to the published tail once, flag 2 the head
+ * flag 1 adds the tail skew to the last chunk's stamp, flag 2 the head
  * skew to the head of our transmit ring. The connection must refuse what
  * is wrong and never touch memory outside the rings and its registrations.
  * "RKEYRKEY" and "ADDRADDR" in the stream stand for the test registration, as
@@ -126,18 +126,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Until the stream is in and the connection has gone quiet. */
 	for (int round = 0; idle < 3 && round < 100000; round++) {
 		uint64_t tail = atomic_load(&p->rx->tail);
-		uint64_t head = atomic_load(&p->rx->head);
+		uint64_t head = atomic_load(&p->rx->head) & ~7ull;
+		uint64_t room = RING - (tail - head), end, next;
 
-		if (fed < len && tail - head < RING) {
-			n = RING - (tail - head);
+		/* As a producer: one chunk (shm_proto.h), the next chunk's
+		 * stamp slot zeroed, then its stamp; flag 1 skews the last. */
+		if (fed < len && room > 2 * RDMX_SHM_STAMP) {
+			n = room - 2 * RDMX_SHM_STAMP;
 			if (n > len - fed)
 				n = len - fed;
 			for (uint64_t i = 0; i < n; i++)
-				p->rx_data[(tail + i) % RING] = stream[fed + i];
+				p->rx_data[(tail + RDMX_SHM_STAMP + i) % RING] =
+					stream[fed + i];
 			fed += n;
+			end = tail + RDMX_SHM_STAMP + n;
+			next = rdmx_shm_next_chunk(end);
+			atomic_store(rdmx_shm_stamp(p->rx_data, RING, next), 0);
 			if (fed == len && (flags & 1))
-				n += tail_skew;
-			atomic_store(&p->rx->tail, tail + n);
+				end += tail_skew;
+			atomic_store(rdmx_shm_stamp(p->rx_data, RING, tail),
+				     end);
+			atomic_store(&p->rx->tail, next);
 			idle = 0;
 		}
 		idle = rdmx_shm_ops.progress(shm, false) ? 0 : idle + 1;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Description: a shm peer that stores a wild index into a live ring (its
- * producer tail on the ring we read, its consumer head on the ring we
+ * Description: a shm peer that stores a wild index into a live ring (a
+ * chunk's stamp on the ring we read, its consumer head on the ring we
  * write) ends the connection with error completions; rdmx used to copy
  * past the ring's mapping (SIGSEGV in rdmx_shm_get and rdmx_shm_put).
  */
@@ -37,13 +37,23 @@ static void wild(bool producer_tail)
 	victim = pipe_of(p.sconn);
 	if (producer_tail) {
 		/*
-		 * As the peer: more bytes published than the ring holds, and
-		 * its doorbell. (The honest producer here keeps its tail to
-		 * itself: a SEND of its would publish a sane one over ours.)
+		 * As the peer: a chunk (shm_proto.h) stamped with more bytes
+		 * than the ring holds, where the victim reads next, and its
+		 * doorbell, once the victim has read what the honest peer
+		 * sent (credits): then its next chunk starts at its head.
 		 */
-		uint64_t one = 1;
+		uint64_t one = 1, next;
 
-		atomic_fetch_add(&victim->rx->tail, 1ull << 40);
+		for (int i = 0; atomic_load(&victim->rx->head) !=
+				atomic_load(&victim->rx->tail);
+		     i++) {
+			assert_true(i < 100000);
+			usleep(10);
+		}
+		next = atomic_load(&victim->rx->head);
+		atomic_store(rdmx_shm_stamp(victim->rx_data, victim->rx_size,
+					    next),
+			     next + (1ull << 40));
 		assert_int_equal(write(victim->door, &one, sizeof(one)),
 				 sizeof(one));
 	} else {

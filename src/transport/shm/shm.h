@@ -20,6 +20,10 @@ struct rdmx_shm_pipe {
 	/* Ours as tx's producer: the tail we published (the peer can write
 	 * the shared one), and the head we last read. */
 	uint64_t tx_tail, tx_head;
+	/* Ours as rx's consumer: the next byte to read and the end of its
+	 * chunk (shm_proto.h). Changed under the connection's lock; ready()
+	 * reads them without it. */
+	_Atomic uint64_t rx_pos, rx_end;
 	int door; /* our doorbell (the engine's c->fd) */
 	int peer_door; /* the peer's doorbell */
 	int ctl; /* the control socket: liveness (the engine's c->fd2) */

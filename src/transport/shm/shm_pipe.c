@@ -104,83 +104,132 @@ static bool rdmx_shm_wild(struct rdmx_sw_conn *c, uint64_t used, uint64_t size)
 	return true;
 }
 
-/* Producer side: copy as much of @iov as fits, publish, ring. */
+/*
+ * Producer side: copy as much of @iov as fits as one chunk (shm_proto.h),
+ * stamp it, publish, ring.
+ */
 static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 			      int iovcnt)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
-	uint64_t tail = p->tx_tail;
-	uint64_t space = p->tx_size - (tail - p->tx_head), want = 0;
-	size_t done = 0;
+	uint64_t tail = p->tx_tail, want = 0, space, n, done = 0;
 
 	if (p->peer_gone ||
 	    atomic_load_explicit(&p->tx->closed, memory_order_acquire))
 		return -EPIPE;
 	for (int i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
+	/* Up to head rounded down: chunks start 8-byte aligned. */
+	space = p->tx_size - (tail - (p->tx_head & ~7ull));
 	/* The consumer's line only when our copy of head says full. */
-	if (space < want) {
+	if (space < want + 2 * RDMX_SHM_STAMP) {
 		uint64_t head = atomic_load_explicit(&p->tx->head,
 						     memory_order_acquire);
 
 		if (rdmx_shm_wild(c, tail - head, p->tx_size))
 			return -EPROTO;
 		p->tx_head = head;
-		space = p->tx_size - (tail - head);
+		space = p->tx_size - (tail - (head & ~7ull));
 	}
-	for (int i = 0; i < iovcnt && space; i++) {
-		size_t n = iov[i].iov_len < space ? iov[i].iov_len : space;
-
-		rdmx_shm_put(p->tx_data, p->tx_size, tail + done,
-			     iov[i].iov_base, n);
-		done += n;
-		space -= n;
-	}
-	if (!done)
+	/* Room for the stamp, a byte, and the next chunk's stamp slot. */
+	if (space <= 2 * RDMX_SHM_STAMP || !want)
 		return -EAGAIN;
+	n = want < space - 2 * RDMX_SHM_STAMP ? want
+					      : space - 2 * RDMX_SHM_STAMP;
+	for (int i = 0; i < iovcnt && done < n; i++) {
+		size_t k = iov[i].iov_len < n - done ? iov[i].iov_len
+						     : (size_t)(n - done);
+
+		rdmx_shm_put(p->tx_data, p->tx_size,
+			     tail + RDMX_SHM_STAMP + done, iov[i].iov_base, k);
+		done += k;
+	}
+	p->tx_tail = rdmx_shm_next_chunk(tail + RDMX_SHM_STAMP + n);
+	/* Where the consumer looks next may hold a byte of the last lap. */
+	atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size,
+					     p->tx_tail),
+			      0, memory_order_relaxed);
 	rdmx_shm_sync(p->tx, __tsan_release);
+	atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size, tail),
+			      tail + RDMX_SHM_STAMP + n, memory_order_release);
 	/* Pairs with rdmx_shm_arm. */
-	p->tx_tail = tail + done;
 	if (rdmx_shm_publish(p, &p->tx->tail, p->tx_tail,
 			     &p->tx->consumer_waiting))
 		rdmx_shm_ring_door(p->peer_door);
-	return (ssize_t)done;
+	return (ssize_t)n;
 }
 
-/* Consumer side: copy out what is there, free it, wake a waiting producer. */
+/*
+ * The chunk after the one that ends at *@end_p: 1 when it is there
+ * (*@pos_p, *@end_p its bytes), 0 when not yet, -1 when its stamp is wild.
+ */
+static int rdmx_shm_chunk(struct rdmx_sw_conn *c, uint64_t *pos_p,
+			  uint64_t *end_p)
+{
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	uint64_t next = rdmx_shm_next_chunk(*end_p);
+	uint64_t stamp = atomic_load_explicit(rdmx_shm_stamp(p->rx_data,
+							     p->rx_size, next),
+					      memory_order_acquire);
+
+	if (stamp <= next)
+		return 0;
+	if (stamp - next <= RDMX_SHM_STAMP ||
+	    rdmx_shm_wild(c, stamp - next, p->rx_size))
+		return -1;
+	rdmx_shm_sync(p->rx, __tsan_acquire);
+	*pos_p = next + RDMX_SHM_STAMP;
+	*end_p = stamp;
+	return 1;
+}
+
+/*
+ * Consumer side: copy out what is there, chunk after chunk, free it, wake
+ * a waiting producer.
+ */
 static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
 			      int iovcnt)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
-	/* closed before tail: bytes published before the close are seen. */
+	/* closed before the stamps: bytes published before it are seen. */
 	bool closed =
 		atomic_load_explicit(&p->rx->closed, memory_order_acquire);
-	uint64_t tail =
-		atomic_load_explicit(&p->rx->tail, memory_order_acquire);
-	uint64_t head =
-		atomic_load_explicit(&p->rx->head, memory_order_relaxed);
-	uint64_t avail = tail - head;
-	size_t done = 0;
+	uint64_t pos = atomic_load_explicit(&p->rx_pos, memory_order_relaxed);
+	uint64_t end = atomic_load_explicit(&p->rx_end, memory_order_relaxed);
+	size_t done = 0, off = 0;
+	int i = 0, got;
 
-	rdmx_shm_sync(p->rx, __tsan_acquire);
-	if (rdmx_shm_wild(c, avail, p->rx_size))
-		return -EPROTO;
-	if (!avail)
-		return closed || p->peer_gone ? 0 : -EAGAIN;
-	for (int i = 0; i < iovcnt && avail; i++) {
-		size_t n = iov[i].iov_len < avail ? iov[i].iov_len : avail;
+	for (;;) {
+		while (i < iovcnt && off == iov[i].iov_len)
+			i++, off = 0;
+		if (i == iovcnt)
+			break;
+		if (pos == end && (got = rdmx_shm_chunk(c, &pos, &end)) <= 0) {
+			if (got < 0)
+				return -EPROTO;
+			break;
+		}
+		size_t n = iov[i].iov_len - off < end - pos
+				   ? iov[i].iov_len - off
+				   : (size_t)(end - pos);
 
-		rdmx_shm_get(p->rx_data, p->rx_size, head + done,
-			     iov[i].iov_base, n);
+		rdmx_shm_get(p->rx_data, p->rx_size, pos,
+			     (uint8_t *)iov[i].iov_base + off, n);
+		pos += n;
+		off += n;
 		done += n;
-		avail -= n;
 	}
+	atomic_store_explicit(&p->rx_pos, pos, memory_order_relaxed);
+	atomic_store_explicit(&p->rx_end, end, memory_order_relaxed);
+	if (!done)
+		return closed || p->peer_gone ? 0 : -EAGAIN;
 	/*
 	 * Pairs with rdmx_shm_want_out. Only the producer clears its flag
 	 * (the engine arms it once per stall), so every read that frees
 	 * space while it waits rings it.
 	 */
-	if (rdmx_shm_publish(p, &p->rx->head, head + done,
+	if (rdmx_shm_publish(p, &p->rx->head,
+			     pos == end ? rdmx_shm_next_chunk(end) : pos,
 			     &p->rx->producer_waiting))
 		rdmx_shm_ring_door(p->peer_door);
 	return (ssize_t)done;
@@ -202,10 +251,11 @@ static void rdmx_shm_want_out(struct rdmx_sw_conn *c, bool want)
 	if (!want)
 		return;
 	rdmx_shm_fence_waiter(p);
-	/* The consumer may have freed space before it saw our flag. */
+	/* The consumer may have freed room for a chunk before it saw our
+	 * flag. */
 	tail = p->tx_tail;
-	head = atomic_load(&p->tx->head);
-	if (tail - head < p->tx_size)
+	head = atomic_load(&p->tx->head) & ~7ull;
+	if (tail - head + 2 * RDMX_SHM_STAMP < p->tx_size)
 		rdmx_shm_ring_door(p->door);
 }
 
@@ -293,8 +343,15 @@ static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
 {
 	struct rdmx_shm_pipe *p = to_shm_pipe(c);
 
-	return atomic_load_explicit(&p->rx->tail, memory_order_acquire) !=
-	       atomic_load_explicit(&p->rx->head, memory_order_relaxed);
+	uint64_t pos = atomic_load_explicit(&p->rx_pos, memory_order_relaxed);
+	uint64_t end = atomic_load_explicit(&p->rx_end, memory_order_relaxed);
+	uint64_t next = rdmx_shm_next_chunk(end);
+
+	/* A wild stamp says "ready" too: the read finds it out. */
+	return pos != end ||
+	       atomic_load_explicit(rdmx_shm_stamp(p->rx_data, p->rx_size,
+						   next),
+				    memory_order_acquire) > next;
 }
 
 /*
