@@ -192,6 +192,11 @@ struct rdmx_ctx {
 	} tp[RDMX_TRANSPORT_MAX];
 
 	struct rdmx_stats stats; /* relaxed atomic adds only (stats.c) */
+	/* Per-thread shards of the message counters (stats.c): pushed under
+	 * shards_lock, read without it; id keys the threads' caches. */
+	uint64_t id;
+	pthread_mutex_t shards_lock;
+	_Atomic(struct rdmx_stats_shard *) shards;
 
 	struct { /* "@NAME" -> "host:port"; under lock */
 		rdmx_resolve_fn fn;
@@ -368,6 +373,9 @@ void rdmx_conn_init(struct rdmx_conn *conn, struct rdmx_ctx *ctx,
 struct rdmx_stats_tally {
 	uint64_t ops[RDMX_STATS_OPS], bytes[RDMX_STATS_OPS];
 };
+/* At rdmx_ctx_create and _destroy: the context's id and shards. */
+void rdmx_stats_init(struct rdmx_ctx *ctx);
+void rdmx_stats_fini(struct rdmx_ctx *ctx);
 void rdmx_stats_posted(struct rdmx_conn *conn, enum rdmx_opcode op,
 		       uint64_t bytes);
 void rdmx_stats_unposted(struct rdmx_stats_tally *t, const struct rdmx_wr *wr);

@@ -268,6 +268,7 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 	rdmx_ctx_host_id(ctx);
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
+	rdmx_stats_init(ctx);
 	ctx->mem_table_fd = -1;
 	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++)
 		ctx->tp[rdmx_transports[i]->id].ops = rdmx_transports[i];
@@ -303,6 +304,7 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
 			ctx->tp[i].ops->close(priv);
 	}
 	rdmx_mem_table_close(ctx);
+	rdmx_stats_fini(ctx);
 	pthread_rwlock_destroy(&ctx->mr_lock);
 	pthread_mutex_destroy(&ctx->lock);
 	sodium_memzero(ctx->auth_key, sizeof(ctx->auth_key));

@@ -3,8 +3,10 @@
  * rdmx_ctx_stats over every transport: requests and bytes per operation
  * and direction, latency histograms that count each signaled request once
  * (unsignaled ones in between, lists too), errors by status, connections
- * by transport, and the Prometheus text of it all.
+ * by transport, the Prometheus text of it all, and counts from many
+ * threads, ended ones included.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -171,6 +173,75 @@ static void test_stats_count_ops_bytes_latency(void **state)
 	pair_close(&p);
 }
 
+/* Threads that post PER writes each, on one connection, then end. */
+#define THREADS 4
+#define PER 16
+
+struct poster {
+	struct pair *p;
+	struct buf *src;
+	struct rdmx_remote rem;
+	int id;
+};
+
+static void *post_some(void *arg)
+{
+	struct poster *w = arg;
+
+	for (int i = 0; i < PER; i++) {
+		struct rdmx_sge sg = sge_of(w->src, (size_t)w->id * SZ, SZ);
+
+		assert_int_equal(rdmx_post_write(w->p->cconn, &sg, w->rem.addr,
+						 w->rem.rkey, (uint64_t)i),
+				 RDMX_OK);
+	}
+	return NULL;
+}
+
+/*
+ * Counters kept per thread (stats.c) sum to every request: from threads
+ * that have ended, and from later ones (which may take over their ids).
+ */
+static void test_stats_threads_count_all(void **state)
+{
+	struct poster w[THREADS];
+	pthread_t th[THREADS];
+	struct rdmx_stats c0, c;
+	struct rdmx_remote rem;
+	struct pair p;
+	struct buf src, dst;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc(&p.c, &src, THREADS * SZ, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &dst, SZ,
+		  RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE);
+	rem = share_remote(&p, &dst);
+	rdmx_ctx_stats(p.c.ctx, &c0);
+	for (int round = 1; round <= 2; round++) {
+		for (int t = 0; t < THREADS; t++) {
+			w[t] = (struct poster){ &p, &src, rem, t };
+			assert_int_equal(pthread_create(&th[t], NULL, post_some,
+							&w[t]),
+					 0);
+		}
+		for (int t = 0; t < THREADS; t++)
+			pthread_join(th[t], NULL);
+		for (int i = 0; i < THREADS * PER; i++)
+			expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+		rdmx_ctx_stats(p.c.ctx, &c);
+		assert_int_equal(c.ops_out[RDMX_OP_WRITE] -
+					 c0.ops_out[RDMX_OP_WRITE],
+				 round * THREADS * PER);
+		assert_int_equal(c.bytes_out[RDMX_OP_WRITE] -
+					 c0.bytes_out[RDMX_OP_WRITE],
+				 round * THREADS * PER * SZ);
+	}
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 static void test_stats_errors_by_status(void **state)
 {
 	struct rdmx_stats c0, c;
@@ -212,6 +283,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stats_count_ops_bytes_latency),
 		cmocka_unit_test(test_stats_errors_by_status),
+		cmocka_unit_test(test_stats_threads_count_all),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
