@@ -222,14 +222,22 @@ ucx_batch() { # ENV ARGS... -> column COL (3) of "Final:" (-R percentile, us)
 	wait 2>/dev/null || true
 }
 
-for tr in shm tcp; do
-	if [ $tr = shm ]; then
+# peers_for TR SECTION [COLUMN...]: UCX's settings for TR in U1 and U2
+# (none over tcp) and the heading "TR: SECTION", UCX's columns, then more.
+peers_for() {
+	local tr=$1 name=$2
+	shift 2
+	if [ "$tr" = shm ]; then
 		U1=UCX_TLS=posix,self U2=UCX_TLS=cma,posix,self
-		head_row "shm: read and fetch-add" ucx-posix ucx-cma
+		head_row "shm: $name" ucx-posix ucx-cma "$@"
 	else
 		U1="UCX_TLS=tcp,self UCX_NET_DEVICES=lo" U2=""
-		head_row "tcp: read and fetch-add" ucx-tcp
+		head_row "tcp: $name" ucx-tcp "$@"
 	fi
+}
+
+for tr in shm tcp; do
+	peers_for $tr "read and fetch-add"
 	for op in read atomic; do
 		size=4096 ut=ucp_get extra="-O 1" name="read 4096 B"
 		[ $op = atomic ] && size=8 ut=ucp_fadd extra="" name="fadd 8 B"
@@ -266,13 +274,8 @@ qperf_bw() { # SIZE -> GB/s
 	wait 2>/dev/null || true
 }
 for tr in shm tcp; do
-	if [ $tr = shm ]; then
-		U1=UCX_TLS=posix,self U2=UCX_TLS=cma,posix,self
-		head_row "shm: read bandwidth" ucx-posix ucx-cma
-	else
-		U1="UCX_TLS=tcp,self UCX_NET_DEVICES=lo" U2=""
-		head_row "tcp: read bw, qperf" ucx-tcp qperf
-	fi
+	# shellcheck disable=SC2046
+	peers_for $tr "read bandwidth" $([ $tr = tcp ] && echo qperf)
 	for size in 65536 1048576; do
 		n=$NB64 depth=64
 		[ $size = 1048576 ] && n=$NB1M depth=16
