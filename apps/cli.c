@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -107,14 +106,6 @@ bool cli_is_server(const char *arg)
 	if (!arg || !*arg || *arg == ':')
 		return true;
 	return strspn(arg, "0123456789") == strlen(arg);
-}
-
-double cli_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 static int cli_cmp_double(const void *a, const void *b)

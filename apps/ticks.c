@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The clock of rdmx bench's measured intervals (cli.h: cli_ticks). */
+/* The CLI's clocks: cli_now_us, and rdmx bench's interval clock
+ * (cli.h: cli_ticks). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,11 @@ static uint64_t cli_mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double cli_now_us(void)
+{
+	return (double)cli_mono_ns() / 1e3;
 }
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -363,26 +363,30 @@ int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning)
 	return n;
 }
 
-void rdmx_ctx_polled(struct rdmx_ctx *ctx)
+/* Call the idle (@idle) or polled op of every open transport that has it. */
+static void rdmx_ctx_tell(struct rdmx_ctx *ctx, bool idle)
 {
 	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
 		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
 						  memory_order_acquire);
+		void (*op)(void *);
 
-		if (priv && ctx->tp[i].ops->polled)
-			ctx->tp[i].ops->polled(priv);
+		if (!priv)
+			continue;
+		op = idle ? ctx->tp[i].ops->idle : ctx->tp[i].ops->polled;
+		if (op)
+			op(priv);
 	}
+}
+
+void rdmx_ctx_polled(struct rdmx_ctx *ctx)
+{
+	rdmx_ctx_tell(ctx, false);
 }
 
 void rdmx_ctx_idle(struct rdmx_ctx *ctx)
 {
-	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
-		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
-						  memory_order_acquire);
-
-		if (priv && ctx->tp[i].ops->idle)
-			ctx->tp[i].ops->idle(priv);
-	}
+	rdmx_ctx_tell(ctx, true);
 }
 
 rdmx_status rdmx_ctx_config(const struct rdmx_ctx *ctx, const char *key,

@@ -76,9 +76,13 @@ bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 /*
  * We start copying to or from the peer's memory: store cma_busy, fenced
  * so that the loads that follow (closed, sealed, a grant's seq) pair with
- * the peer's store then rdmx_shm_copy_wait. Clear it with release after.
+ * the peer's store then rdmx_shm_copy_wait. rdmx_shm_copy_end clears it.
  */
 void rdmx_shm_copy_begin(struct rdmx_shm_pipe *p);
+static inline void rdmx_shm_copy_end(struct rdmx_shm_pipe *p)
+{
+	atomic_store_explicit(&p->rx->cma_busy, 0, memory_order_release);
+}
 /*
  * Wait until the peer of @p copies nothing to or from our memory, or is
  * dead, or RDMX_SHM_COPY_WAIT_US passed (logged, naming @what).

@@ -282,11 +282,10 @@ bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 	rdmx_shm_copy_begin(p);
 	if (atomic_load(&p->rx->closed) || atomic_load(&p->rx->sealed) ||
 	    !rdmx_mem_still(&v)) {
-		atomic_store_explicit(&p->rx->cma_busy, 0,
-				      memory_order_release);
+		rdmx_shm_copy_end(p);
 		return false;
 	}
 	rdmx_shm_copy(wr, dst);
-	atomic_store_explicit(&p->rx->cma_busy, 0, memory_order_release);
+	rdmx_shm_copy_end(p);
 	return true;
 }

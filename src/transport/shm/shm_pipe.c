@@ -299,8 +299,7 @@ static ssize_t rdmx_shm_cma(struct rdmx_sw_conn *c, bool to_peer,
 	rdmx_shm_copy_begin(p); /* then load: pairs with rdmx_shm_shutdown */
 	if (atomic_load(&p->rx->closed)) {
 		/* The peer has closed: its buffers may be reused already. */
-		atomic_store_explicit(&p->rx->cma_busy, 0,
-				      memory_order_release);
+		rdmx_shm_copy_end(p);
 		return -ESRCH;
 	}
 	n = (to_peer ? process_vm_writev : process_vm_readv)(
@@ -308,7 +307,7 @@ static ssize_t rdmx_shm_cma(struct rdmx_sw_conn *c, bool to_peer,
 		(unsigned long)nremote, 0);
 	if (n < 0)
 		n = -errno;
-	atomic_store_explicit(&p->rx->cma_busy, 0, memory_order_release);
+	rdmx_shm_copy_end(p);
 	return n;
 }
 
