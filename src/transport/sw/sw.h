@@ -145,12 +145,18 @@ struct rdmx_sw_op {
 	int iovcnt;
 	size_t tx_len; /* sum of iov lengths */
 	bool in_q; /* in sq or inflight */
-	bool in_tx; /* in the transmit queue */
 	bool needs_credit; /* SEND, WRITE_IMM */
 	bool unsignaled; /* RDMX_WR_UNSIGNALED: no completion on success */
 	bool fence; /* RDMX_WR_FENCE: committed after earlier READs, atomics */
 	/* answers: how many of the peer's requests this frame answers */
 	uint32_t covers;
+	/*
+	 * In the transmit queue. Not beside in_q: a load of both at once
+	 * could not take its bytes from the two stores still in the core's
+	 * store buffer, and waited for every older store to leave, the
+	 * ring's among them (a line the peer holds: ~100 ns here).
+	 */
+	bool in_tx;
 	/* requests */
 	uint64_t wr_id;
 	enum rdmx_opcode opcode;
