@@ -96,9 +96,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rdmx_completion wc[16];
 	struct rdmx_shm_pipe *p;
 	struct rdmx_conn *conn;
-	uint8_t limit[RDMX_SW_HDR_LEN], *stream;
+	uint8_t *stream;
 	uint64_t tail_skew, head_skew, fed = 0, n;
-	size_t len;
+	size_t len, lim;
 	int flags, idle = 0;
 
 	if (size < 17 || size > 60000)
@@ -106,15 +106,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	flags = data[0];
 	tail_skew = rdmx_get_be(data + 1, 8);
 	head_skew = rdmx_get_be(data + 9, 8);
-	len = size - 17 + sizeof(limit);
-	stream = malloc(len);
+	stream = malloc(size - 17 + RDMX_SW_HDR_LEN);
 	/* The peer's limit first, so our requests go out. */
-	rdmx_sw_hdr_pack(&(struct rdmx_sw_hdr){ .type = RDMX_SW_CREDIT,
-						.op = RDMX_SW_CREDIT_LIMIT,
-						.arg0 = 64 },
-			 stream);
-	memcpy(stream + sizeof(limit), data + 17, size - 17);
-	fuzz_rig_resolve(&rig, stream + sizeof(limit), size - 17);
+	lim = rdmx_sw_hdr_pack(
+		&(struct rdmx_sw_hdr){ .type = RDMX_SW_CREDIT,
+				       .op = RDMX_SW_CREDIT_LIMIT,
+				       .arg0 = 64 },
+		stream);
+	len = size - 17 + lim;
+	memcpy(stream + lim, data + 17, size - 17);
+	fuzz_rig_resolve(&rig, stream + lim, size - 17);
 
 	p = pipe_new();
 	if (rdmx_sw_conn_create(shm, p->door, -1, p, &attr, &conn) ||

@@ -42,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rdmx_completion wc[16];
 	struct rdmx_conn *conn;
 	uint8_t *b, sink[4096], limit[RDMX_SW_HDR_LEN];
+	size_t n;
 	int fds[2], idle = 0;
 
 	if (size > 60000 || socketpair(AF_UNIX, SOCK_STREAM, 0, fds))
@@ -51,11 +52,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	fuzz_rig_post(&rig, &rdmx_tcp_ops, conn);
 	/* The peer's limit first, so our requests go out and answers match. */
-	rdmx_sw_hdr_pack(&(struct rdmx_sw_hdr){ .type = RDMX_SW_CREDIT,
-						.op = RDMX_SW_CREDIT_LIMIT,
-						.arg0 = 64 },
-			 limit);
-	if (write(fds[1], limit, sizeof(limit)) != (ssize_t)sizeof(limit))
+	n = rdmx_sw_hdr_pack(&(struct rdmx_sw_hdr){ .type = RDMX_SW_CREDIT,
+						    .op = RDMX_SW_CREDIT_LIMIT,
+						    .arg0 = 64 },
+			     limit);
+	if (write(fds[1], limit, n) != (ssize_t)n)
 		abort();
 	b = malloc(size ? size : 1);
 	memcpy(b, data, size);

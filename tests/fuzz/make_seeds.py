@@ -8,13 +8,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SEND, WRITE, WRITE_IMM, READ_REQ, ATOMIC_REQ, ACK, NAK, READ_RESP, ATOMIC_RESP, CREDIT = range(1, 11)
 
 
+# Header bytes per type (sw_proto.h): each ends at its type's last field.
+HDR_LEN = {SEND: 24, WRITE: 56, WRITE_IMM: 56, READ_REQ: 56, ATOMIC_REQ: 56,
+           ACK: 16, NAK: 16, READ_RESP: 24, ATOMIC_RESP: 32, CREDIT: 40}
+
+
 def frame(t, op=0, credits=0, length=0, rkey=b"RKEYRKEY", seq=0,
           addr=b"ADDRADDR", arg0=0, arg1=0, payload=b""):
     flags = 1 if t in (WRITE, WRITE_IMM, READ_REQ) and op and payload[:8] == b"ADDRADDR" else 0
-    hdr = struct.pack(">BBBBIII", 2, t, op, flags, credits, length, 0)
-    hdr += struct.pack(">Q", seq) + addr + struct.pack(">QQ", arg0, arg1) + rkey
+    hdr = struct.pack(">BBBBIQII", 3, t, op, flags, credits, seq, length, 0)
+    hdr += struct.pack(">QQ", arg0, arg1) + addr + rkey
     assert len(hdr) == 56
-    return hdr + payload
+    return hdr[:HDR_LEN[t]] + payload
 
 
 def tcp_seeds():
@@ -29,7 +34,7 @@ def tcp_seeds():
         "cmp_swap": frame(ATOMIC_REQ, op=2, arg0=0, arg1=9),
         "send": frame(SEND, length=10, payload=b"hello rdmx"),
         "send_too_big": frame(SEND, length=300, payload=b"z" * 300),
-        "answers": frame(ACK, seq=0, arg0=0) +
+        "answers": frame(ACK, seq=0) +
                    frame(READ_RESP, seq=1, length=64, payload=b"r" * 64) +
                    frame(ATOMIC_RESP, seq=2, arg0=41) +
                    frame(NAK, op=2, seq=3),

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -158,8 +159,7 @@ static void peer_frame(struct rig *r, const struct rdmx_sw_hdr *h,
 {
 	uint8_t b[RDMX_SW_HDR_LEN];
 
-	rdmx_sw_hdr_pack(h, b);
-	peer_write(r, b, sizeof(b));
+	peer_write(r, b, rdmx_sw_hdr_pack(h, b));
 	if (len)
 		peer_write(r, payload, len);
 }
@@ -192,7 +192,8 @@ static struct rdmx_sw_hdr peer_hdr(struct rig *r)
 	uint8_t b[RDMX_SW_HDR_LEN];
 	struct rdmx_sw_hdr h;
 
-	peer_read(r, b, sizeof(b));
+	peer_read(r, b, RDMX_SW_HDR_MIN);
+	peer_read(r, b + RDMX_SW_HDR_MIN, rdmx_sw_hdr_len(b) - RDMX_SW_HDR_MIN);
 	assert_int_equal(rdmx_sw_hdr_unpack(b, &h), RDMX_OK);
 	return h;
 }
@@ -267,6 +268,58 @@ static void test_write_early_nak_waits_for_the_bytes(void **state)
 {
 	(void)state;
 	early_answer(RDMX_SW_NAK);
+}
+
+/*
+ * A peer of another frame version (an rdmx before or after this one) is
+ * refused at its first frame, and the one line logged says which side to
+ * upgrade: its frames are never read with our layout.
+ */
+static void other_version(int delta, const char *says)
+{
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT, .credits = 1 };
+	uint8_t b[RDMX_SW_HDR_LEN];
+	char log[4096];
+	FILE *f = tmpfile();
+	int saved = dup(2);
+	size_t n;
+	struct rig r;
+
+	assert_non_null(f);
+	rig_open(&r, NULL, NULL);
+	peer_hello(&r, 16);
+	memset(b, 0, sizeof(b));
+	rdmx_sw_hdr_pack(&h, b);
+	b[0] = (uint8_t)(RDMX_SW_PROTO_VERSION + delta);
+	fflush(stderr);
+	dup2(fileno(f), 2);
+	peer_write(&r, b, sizeof(b));
+	drive(&r);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	n = fread(log, 1, sizeof(log) - 1, f);
+	log[n] = 0;
+	fclose(f);
+	assert_int_equal(rdmx_conn_check(r.conn), RDMX_ERR_CONN_LOST);
+	if (!strstr(log, says))
+		fail_msg("log '%s' does not say '%s'", log, says);
+	/* Its credit was not taken: the frame was never read as ours. */
+	assert_int_equal(to_sw_conn(r.conn)->peer_credits, 0);
+	rig_close(&r);
+}
+
+static void test_older_frame_version_refused(void **state)
+{
+	(void)state;
+	other_version(-1, "older frame version: upgrade it");
+}
+
+static void test_newer_frame_version_refused(void **state)
+{
+	(void)state;
+	other_version(1, "newer frame version: upgrade this side");
 }
 
 /*
@@ -618,6 +671,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_write_early_ack_is_not_success),
 		cmocka_unit_test(test_write_early_nak_waits_for_the_bytes),
+		cmocka_unit_test(test_older_frame_version_refused),
+		cmocka_unit_test(test_newer_frame_version_refused),
 		cmocka_unit_test(test_flood_of_reads_is_bounded),
 		cmocka_unit_test(test_sender_keeps_within_peer_limit),
 		cmocka_unit_test(test_half_sent_write_does_not_hold_dereg),

@@ -80,9 +80,8 @@ static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 	op->h.credits = c->grant;
 	c->granted_total += c->grant;
 	c->grant = 0;
-	rdmx_sw_hdr_pack(&op->h, op->hdr);
 	op->iov[0].iov_base = op->hdr;
-	op->iov[0].iov_len = RDMX_SW_HDR_LEN;
+	op->iov[0].iov_len = rdmx_sw_hdr_pack(&op->h, op->hdr);
 	op->tx_len = 0;
 	for (int i = 0; i < op->iovcnt; i++)
 		op->tx_len += op->iov[i].iov_len;
@@ -317,7 +316,7 @@ rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,
 rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq)
 {
 	struct rdmx_sw_op *op = c->tx_tail;
-	struct rdmx_sw_hdr h = { .type = RDMX_SW_ACK, .seq = seq, .arg0 = seq };
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_ACK, .seq = seq };
 
 	/*
 	 * An ACK at the tail, not yet started, may grow to cover @seq: nothing
@@ -326,7 +325,6 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq)
 	if (op && op->h.type == RDMX_SW_ACK &&
 	    !(op == c->tx_head && c->tx_off)) {
 		op->h.seq = seq;
-		op->h.arg0 = seq;
 		op->covers++;
 		rdmx_sw_hdr_pack(&op->h, op->hdr);
 		return RDMX_OK;

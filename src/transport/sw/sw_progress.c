@@ -383,7 +383,7 @@ static void rdmx_sw_rx_ack(struct rdmx_sw_conn *c)
 {
 	struct rdmx_sw_op *op;
 
-	while ((op = c->inflight.head) && op->h.seq <= c->rx_h.arg0) {
+	while ((op = c->inflight.head) && op->h.seq <= c->rx_h.seq) {
 		if (op->h.type == RDMX_SW_READ_REQ ||
 		    op->h.type == RDMX_SW_ATOMIC_REQ) {
 			rdmx_sw_proto_fail(c, "ACK overtakes an answer");
@@ -493,6 +493,16 @@ static void rdmx_sw_rx_credit(struct rdmx_sw_conn *c)
 
 static void rdmx_sw_rx_header(struct rdmx_sw_conn *c, const uint8_t *buf)
 {
+	if (buf[0] != RDMX_SW_PROTO_VERSION) {
+		c->rx_h = (struct rdmx_sw_hdr){ .type = buf[1] };
+		rdmx_sw_proto_fail(c,
+				   buf[0] < RDMX_SW_PROTO_VERSION
+					   ? "the peer speaks an older frame "
+					     "version: upgrade it"
+					   : "the peer speaks a newer frame "
+					     "version: upgrade this side");
+		return;
+	}
 	if (rdmx_sw_hdr_unpack(buf, &c->rx_h)) {
 		rdmx_sw_proto_fail(c, "malformed frame header");
 		return;
@@ -718,6 +728,22 @@ static void rdmx_sw_rx_unpark(struct rdmx_sw_conn *c)
 	c->rx_iov_i = c->rx_niov; /* the rest goes nowhere */
 }
 
+/* Take the next frame's header if it is staged whole; true if it was. */
+static bool rdmx_sw_rx_staged_hdr(struct rdmx_sw_conn *c)
+{
+	const uint8_t *b = c->rxbuf + c->rx_pos;
+	size_t n;
+
+	if (c->rx_len - c->rx_pos < RDMX_SW_HDR_MIN)
+		return false;
+	n = rdmx_sw_hdr_len(b);
+	if (c->rx_len - c->rx_pos < n)
+		return false;
+	c->rx_pos += n;
+	rdmx_sw_rx_header(c, b);
+	return true;
+}
+
 void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 {
 	ssize_t budget = RDMX_SW_RX_BUDGET, n;
@@ -738,13 +764,8 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 			rdmx_sw_rx_staged(c);
 			continue;
 		}
-		if (!c->rx_in_payload &&
-		    c->rx_len - c->rx_pos >= RDMX_SW_HDR_LEN) {
-			c->rx_pos += RDMX_SW_HDR_LEN;
-			rdmx_sw_rx_header(c, c->rxbuf + c->rx_pos -
-						     RDMX_SW_HDR_LEN);
+		if (!c->rx_in_payload && rdmx_sw_rx_staged_hdr(c))
 			continue;
-		}
 		/*
 		 * Once a read came short, the next would most likely find
 		 * nothing (on tcp, a system call for EAGAIN): what comes

@@ -3,14 +3,15 @@
  * Wire format of the software RC engine (the tcp and shm transports). Only
  * this file knows the byte layout.
  *
- * Every frame is a 56-byte header, then rdmx_sw_wire_len() payload bytes:
- * `length` data bytes for SEND, WRITE, WRITE_IMM and READ_RESP (READ_REQ's
- * length is the amount asked for; every other type has length 0). With
- * RDMX_SW_F_BYREF (pipes that can reach the peer's memory: shm), a WRITE,
- * WRITE_IMM or READ_REQ carries `op` descriptors of the initiator's buffers
- * instead (be64 address, be64 length each) and the target moves the data
- * itself, once, after its access check; the READ_RESP then carries nothing.
- * Integers are big-endian.
+ * Every frame is a header of 16 to 56 bytes, as its type needs, then
+ * rdmx_sw_wire_len() payload bytes: `length` data bytes for SEND, WRITE,
+ * WRITE_IMM and READ_RESP (READ_REQ's length is the amount asked for;
+ * every other type has length 0). With RDMX_SW_F_BYREF (pipes that can
+ * reach the peer's memory: shm), a WRITE, WRITE_IMM or READ_REQ carries
+ * `op` descriptors of the initiator's buffers instead (be64 address, be64
+ * length each) and the target moves the data itself, once, after its
+ * access check; the READ_RESP then carries nothing. Integers are
+ * big-endian.
  *
  *    0  u8   version        RDMX_SW_PROTO_VERSION
  *    1  u8   type           enum rdmx_sw_type
@@ -18,17 +19,28 @@
  *                           BYREF requests: descriptor count (1..16)
  *    3  u8   flags          RDMX_SW_F_BYREF
  *    4  be32 credits        RECVs the sender posted since its last frame
- *    8  be32 length
- *   12  be32 (zero)
- *   16  be64 seq            request sequence; responses echo it
- *   24  be64 addr           one-sided requests: target address
- *   32  be64 arg0           WRITE_IMM: imm; ATOMIC_REQ: add or compare;
- *                           ATOMIC_RESP: the value before; ACK: last seq
- *   40  be64 arg1           ATOMIC_REQ: swap
+ *    8  be64 seq            request sequence; answers echo it (an ACK:
+ *                           the last request it covers)
+ *   ---- ACK, NAK: 16 bytes
+ *   16  be32 length
+ *   20  be32 (zero)
+ *   ---- SEND, READ_RESP: 24 bytes
+ *   24  be64 arg0           WRITE_IMM: imm; ATOMIC_REQ: add or compare;
+ *                           ATOMIC_RESP: the value before
+ *   ---- ATOMIC_RESP: 32 bytes
+ *   32  be64 arg1           ATOMIC_REQ: swap
+ *   ---- CREDIT: 40 bytes
+ *   40  be64 addr           one-sided requests: target address
  *   48  be64 rkey           one-sided requests (all 64 bits are checked)
+ *   ---- WRITE, WRITE_IMM, READ_REQ, ATOMIC_REQ: 56 bytes
+ *
+ * A header ends where its type's last field does: the fields after it are
+ * zero. So the frames of a small message's round trip are short (a SEND of
+ * 8 bytes and the ACK before it fit one 64-byte line with the shm ring's
+ * stamp), and the first two bytes say how many follow.
  *
  * Every request gets exactly one answer, in request order: SEND, WRITE and
- * WRITE_IMM an ACK (one ACK may cover several: "all up to arg0 placed") or
+ * WRITE_IMM an ACK (one ACK may cover several: "all up to seq placed") or
  * a NAK; READ_REQ a READ_RESP or a NAK; ATOMIC_REQ an ATOMIC_RESP or a NAK.
  * SEND and WRITE_IMM each spend one credit, granted by the receiver as it
  * posts RECVs, so nothing waits on retries.
@@ -51,13 +63,17 @@
 #define RDMX_SW_PROTO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bytes.h"
 #include "rdmx.h"
 
-#define RDMX_SW_PROTO_VERSION 2 /* 1: a 48-byte header, a 32-bit rkey */
-#define RDMX_SW_HDR_LEN 56
+/* 1: a 48-byte header, a 32-bit rkey; 2: every header 56 bytes */
+#define RDMX_SW_PROTO_VERSION 3
+#define RDMX_SW_HDR_LEN 56 /* the longest header */
+#define RDMX_SW_HDR_MIN 16 /* the shortest */
 #define RDMX_SW_MAX_MSG (1u << 31)
 #define RDMX_SW_MAX_CREDITS 65536 /* the largest tcp.rx_depth */
 #define RDMX_SW_REF_LEN 16 /* one BYREF descriptor */
@@ -115,21 +131,59 @@ struct rdmx_sw_hdr {
 	uint64_t arg1;
 };
 
-static inline void rdmx_sw_hdr_pack(const struct rdmx_sw_hdr *h,
-				    uint8_t b[RDMX_SW_HDR_LEN])
+/* Header bytes of a frame of @type (0: no such type). */
+static inline size_t rdmx_sw_type_hdr_len(uint8_t type)
 {
+	static const uint8_t len[RDMX_SW_TYPE_MAX + 1] = {
+		[RDMX_SW_SEND] = 24,	    [RDMX_SW_WRITE] = 56,
+		[RDMX_SW_WRITE_IMM] = 56,   [RDMX_SW_READ_REQ] = 56,
+		[RDMX_SW_ATOMIC_REQ] = 56,  [RDMX_SW_ACK] = 16,
+		[RDMX_SW_NAK] = 16,	    [RDMX_SW_READ_RESP] = 24,
+		[RDMX_SW_ATOMIC_RESP] = 32, [RDMX_SW_CREDIT] = 40,
+	};
+
+	return type <= RDMX_SW_TYPE_MAX ? len[type] : 0;
+}
+
+/*
+ * Header bytes of the frame that starts at @b, from its first two; a
+ * frame of another version or of no type gets RDMX_SW_HDR_MIN, for
+ * rdmx_sw_hdr_unpack to refuse.
+ */
+static inline size_t rdmx_sw_hdr_len(const uint8_t *b)
+{
+	size_t n = rdmx_sw_type_hdr_len(b[1]);
+
+	return b[0] == RDMX_SW_PROTO_VERSION && n ? n : RDMX_SW_HDR_MIN;
+}
+
+/* Pack @h into @b; returns the header's length (its type's). */
+static inline size_t rdmx_sw_hdr_pack(const struct rdmx_sw_hdr *h,
+				      uint8_t b[RDMX_SW_HDR_LEN])
+{
+	size_t n = rdmx_sw_type_hdr_len(h->type);
+
+	if (!n) /* no such type: a peer's test of our checks */
+		n = RDMX_SW_HDR_LEN;
 	b[0] = RDMX_SW_PROTO_VERSION;
 	b[1] = h->type;
 	b[2] = h->op;
 	b[3] = h->flags;
 	rdmx_put_be(b + 4, h->credits, 4);
-	rdmx_put_be(b + 8, h->length, 4);
-	rdmx_put_be(b + 12, 0, 4);
-	rdmx_put_be(b + 16, h->seq, 8);
-	rdmx_put_be(b + 24, h->addr, 8);
-	rdmx_put_be(b + 32, h->arg0, 8);
-	rdmx_put_be(b + 40, h->arg1, 8);
-	rdmx_put_be(b + 48, h->rkey, 8);
+	rdmx_put_be(b + 8, h->seq, 8);
+	if (n > 16) {
+		rdmx_put_be(b + 16, h->length, 4);
+		rdmx_put_be(b + 20, 0, 4);
+	}
+	if (n > 24)
+		rdmx_put_be(b + 24, h->arg0, 8);
+	if (n > 32)
+		rdmx_put_be(b + 32, h->arg1, 8);
+	if (n > 40) {
+		rdmx_put_be(b + 40, h->addr, 8);
+		rdmx_put_be(b + 48, h->rkey, 8);
+	}
+	return n;
 }
 
 /* True for the types whose `length` bytes follow the header. */
@@ -163,26 +217,36 @@ static inline uint32_t rdmx_sw_wire_len(const struct rdmx_sw_hdr *h)
 }
 
 /*
- * Decode and validate a header: version, type, flags, length bound and the
- * fields each type must leave zero. RDMX_ERR_PROTOCOL on any fault.
+ * Decode and validate the header at @b, of rdmx_sw_hdr_len(b) bytes:
+ * version, type, flags, length bound and the fields each type must leave
+ * zero. RDMX_ERR_PROTOCOL on any fault.
  */
-static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t b[RDMX_SW_HDR_LEN],
+static inline rdmx_status rdmx_sw_hdr_unpack(const uint8_t *b,
 					     struct rdmx_sw_hdr *h)
 {
-	h->version = b[0];
-	h->type = b[1];
-	h->op = b[2];
-	h->flags = b[3];
+	size_t n = rdmx_sw_hdr_len(b);
+
+	*h = (struct rdmx_sw_hdr){
+		.version = b[0], .type = b[1], .op = b[2], .flags = b[3]
+	};
 	h->credits = (uint32_t)rdmx_get_be(b + 4, 4);
-	h->length = (uint32_t)rdmx_get_be(b + 8, 4);
-	h->seq = rdmx_get_be(b + 16, 8);
-	h->addr = rdmx_get_be(b + 24, 8);
-	h->arg0 = rdmx_get_be(b + 32, 8);
-	h->arg1 = rdmx_get_be(b + 40, 8);
-	h->rkey = rdmx_get_be(b + 48, 8);
-	if (h->version != RDMX_SW_PROTO_VERSION || rdmx_get_be(b + 12, 4) ||
-	    !h->type || h->type > RDMX_SW_TYPE_MAX ||
-	    h->length > RDMX_SW_MAX_MSG || (h->flags & ~RDMX_SW_F_BYREF))
+	h->seq = rdmx_get_be(b + 8, 8);
+	if (n > 16) {
+		h->length = (uint32_t)rdmx_get_be(b + 16, 4);
+		if (rdmx_get_be(b + 20, 4))
+			return RDMX_ERR_PROTOCOL;
+	}
+	if (n > 24)
+		h->arg0 = rdmx_get_be(b + 24, 8);
+	if (n > 32)
+		h->arg1 = rdmx_get_be(b + 32, 8);
+	if (n > 40) {
+		h->addr = rdmx_get_be(b + 40, 8);
+		h->rkey = rdmx_get_be(b + 48, 8);
+	}
+	if (h->version != RDMX_SW_PROTO_VERSION || !h->type ||
+	    h->type > RDMX_SW_TYPE_MAX || h->length > RDMX_SW_MAX_MSG ||
+	    (h->flags & ~RDMX_SW_F_BYREF))
 		return RDMX_ERR_PROTOCOL;
 	if (h->flags & RDMX_SW_F_BYREF) {
 		bool req = h->type == RDMX_SW_WRITE ||
