@@ -127,13 +127,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Until the stream is in and the connection has gone quiet. */
 	for (int round = 0; idle < 3 && round < 100000; round++) {
 		uint64_t tail = atomic_load(&p->rx->tail);
-		uint64_t head = atomic_load(&p->rx->head) & ~7ull;
+		uint64_t head = rdmx_shm_line(atomic_load(&p->rx->head));
 		uint64_t room = RING - (tail - head), end, next;
 
 		/* As a producer: one chunk (shm_proto.h), the next chunk's
 		 * stamp slot zeroed, then its stamp; flag 1 skews the last. */
-		if (fed < len && room > 2 * RDMX_SHM_STAMP) {
-			n = room - 2 * RDMX_SHM_STAMP;
+		if (fed < len && room > RDMX_SHM_RESERVE) {
+			n = room - RDMX_SHM_RESERVE;
 			if (n > len - fed)
 				n = len - fed;
 			for (uint64_t i = 0; i < n; i++)

@@ -24,6 +24,17 @@ struct rdmx_shm_pipe {
 	 * chunk (shm_proto.h). Changed under the connection's lock; ready()
 	 * reads them without it. */
 	_Atomic uint64_t rx_pos, rx_end;
+	/*
+	 * ready() looked for the next chunk and found none since our last
+	 * read: the producer is not ahead of us. A read then takes the one
+	 * chunk that came and does not look for another: that look would
+	 * wait for the line the producer wrote last (~100 ns here) before
+	 * our answer could go, and finds nothing; the poller that called
+	 * ready() looks again. A producer that is ahead (the first look
+	 * found its chunk), or a ring armed for the doorbell, is read chunk
+	 * after chunk.
+	 */
+	_Atomic bool rx_idle;
 	int door; /* our doorbell (the engine's c->fd) */
 	int peer_door; /* the peer's doorbell */
 	int ctl; /* the control socket: liveness (the engine's c->fd2) */

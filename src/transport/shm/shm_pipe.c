@@ -119,23 +119,22 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		return -EPIPE;
 	for (int i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
-	/* Up to head rounded down: chunks start 8-byte aligned. */
-	space = p->tx_size - (tail - (p->tx_head & ~7ull));
+	/* Up to head's line: chunks start on one. */
+	space = p->tx_size - (tail - rdmx_shm_line(p->tx_head));
 	/* The consumer's line only when our copy of head says full. */
-	if (space < want + 2 * RDMX_SHM_STAMP) {
+	if (space < want + RDMX_SHM_RESERVE) {
 		uint64_t head = atomic_load_explicit(&p->tx->head,
 						     memory_order_acquire);
 
 		if (rdmx_shm_wild(c, tail - head, p->tx_size))
 			return -EPROTO;
 		p->tx_head = head;
-		space = p->tx_size - (tail - (head & ~7ull));
+		space = p->tx_size - (tail - rdmx_shm_line(head));
 	}
 	/* Room for the stamp, a byte, and the next chunk's stamp slot. */
-	if (space <= 2 * RDMX_SHM_STAMP || !want)
+	if (space <= RDMX_SHM_RESERVE || !want)
 		return -EAGAIN;
-	n = want < space - 2 * RDMX_SHM_STAMP ? want
-					      : space - 2 * RDMX_SHM_STAMP;
+	n = want < space - RDMX_SHM_RESERVE ? want : space - RDMX_SHM_RESERVE;
 	for (int i = 0; i < iovcnt && done < n; i++) {
 		size_t k = iov[i].iov_len < n - done ? iov[i].iov_len
 						     : (size_t)(n - done);
@@ -196,6 +195,12 @@ static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		atomic_load_explicit(&p->rx->closed, memory_order_acquire);
 	uint64_t pos = atomic_load_explicit(&p->rx_pos, memory_order_relaxed);
 	uint64_t end = atomic_load_explicit(&p->rx_end, memory_order_relaxed);
+	/* Armed (the progress thread serves us, woken by the doorbell, which
+	 * one publish or many rang once): everything, always. */
+	bool idle = atomic_exchange_explicit(&p->rx_idle, false,
+					     memory_order_relaxed) &&
+		    !atomic_load_explicit(&p->rx->consumer_waiting,
+					  memory_order_relaxed);
 	size_t done = 0, off = 0;
 	int i = 0, got;
 
@@ -203,6 +208,8 @@ static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		while (i < iovcnt && off == iov[i].iov_len)
 			i++, off = 0;
 		if (i == iovcnt)
+			break;
+		if (pos == end && done && idle)
 			break;
 		if (pos == end && (got = rdmx_shm_chunk(c, &pos, &end)) <= 0) {
 			if (got < 0)
@@ -254,8 +261,8 @@ static void rdmx_shm_want_out(struct rdmx_sw_conn *c, bool want)
 	/* The consumer may have freed room for a chunk before it saw our
 	 * flag. */
 	tail = p->tx_tail;
-	head = atomic_load(&p->tx->head) & ~7ull;
-	if (tail - head + 2 * RDMX_SHM_STAMP < p->tx_size)
+	head = rdmx_shm_line(atomic_load(&p->tx->head));
+	if (tail - head + RDMX_SHM_RESERVE < p->tx_size)
 		rdmx_shm_ring_door(p->door);
 }
 
@@ -347,10 +354,13 @@ static bool rdmx_shm_ready(struct rdmx_sw_conn *c)
 	uint64_t next = rdmx_shm_next_chunk(end);
 
 	/* A wild stamp says "ready" too: the read finds it out. */
-	return pos != end ||
-	       atomic_load_explicit(rdmx_shm_stamp(p->rx_data, p->rx_size,
-						   next),
-				    memory_order_acquire) > next;
+	if (pos != end ||
+	    atomic_load_explicit(rdmx_shm_stamp(p->rx_data, p->rx_size, next),
+				 memory_order_acquire) > next)
+		return true;
+	if (!atomic_load_explicit(&p->rx_idle, memory_order_relaxed))
+		atomic_store_explicit(&p->rx_idle, true, memory_order_relaxed);
+	return false;
 }
 
 /*

@@ -8,16 +8,18 @@
  * maps it and is its only producer; the owner is its only consumer. The
  * stream carries the software RC engine's frames unchanged.
  *
- * Each publish is a chunk at an 8-byte aligned position t: 8 bytes of
+ * Each publish is a chunk at a 64-byte aligned position t: 8 bytes of
  * stamp, then n > 0 bytes of stream; the next chunk starts at t + 8 + n
- * rounded up to 8. The stamp holds t + 8 + n, the end of the chunk's
- * bytes; before it, the producer zeroes the next chunk's stamp slot,
- * which may hold bytes of the last lap. So the slot after the last chunk
- * reads 0 until that chunk is stamped, and a stamp above its position
- * says "new" (positions only grow). The consumer spins on the stamp
- * where the next chunk will be, on the line the bytes come on, instead of
- * on `tail`: one line crosses the cores per message, not two (~100 ns
- * here). A stamp past t + size is wild: the pipe is closed.
+ * rounded up to 64, on a line of its own, so a chunk of up to 56 bytes
+ * (a small SEND and the ACK it carries) crosses the cores as one line.
+ * The stamp holds t + 8 + n, the end of the chunk's bytes; before it, the
+ * producer zeroes the next chunk's stamp slot, which may hold bytes of
+ * the last lap. So the slot after the last chunk reads 0 until that chunk
+ * is stamped, and a stamp above its position says "new" (positions only
+ * grow). The consumer spins on the stamp where the next chunk will be, on
+ * the line the bytes come on, instead of on `tail`: one line crosses the
+ * cores per message, not two (~100 ns here). A stamp past t + size is
+ * wild: the pipe is closed.
  *
  * Orderings (C11 atomics):
  *  - the producer copies bytes, then stores the chunk's stamp with
@@ -45,7 +47,7 @@
 #include "bytes.h"
 
 #define RDMX_SHM_MAGIC 0x52444d53u /* "RDMS" */
-#define RDMX_SHM_VERSION 4
+#define RDMX_SHM_VERSION 5 /* 4: chunks 8-byte aligned */
 #define RDMX_SHM_RING_HDR 4096
 
 struct rdmx_shm_ring {
@@ -104,11 +106,24 @@ _Static_assert(sizeof(struct rdmx_shm_ring) <= RDMX_SHM_RING_HDR,
 	       "ring header fits its page");
 
 #define RDMX_SHM_STAMP 8 /* bytes of a chunk's stamp */
+#define RDMX_SHM_ALIGN 64 /* where chunks start */
+/*
+ * Room a chunk needs beyond its bytes, in a ring whose free part starts
+ * on a line (rdmx_shm_line): its stamp, and the next chunk's stamp slot
+ * after the padding.
+ */
+#define RDMX_SHM_RESERVE (RDMX_SHM_STAMP + RDMX_SHM_ALIGN)
+
+/* The start of the line @pos lies in. */
+static inline uint64_t rdmx_shm_line(uint64_t pos)
+{
+	return pos & ~(uint64_t)(RDMX_SHM_ALIGN - 1);
+}
 
 /* Where the chunk after one whose bytes end at @end starts. */
 static inline uint64_t rdmx_shm_next_chunk(uint64_t end)
 {
-	return (end + RDMX_SHM_STAMP - 1) & ~(uint64_t)(RDMX_SHM_STAMP - 1);
+	return rdmx_shm_line(end + RDMX_SHM_ALIGN - 1);
 }
 
 /* The stamp slot of the chunk at @pos (8-byte aligned) in @data. */

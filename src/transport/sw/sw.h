@@ -31,12 +31,6 @@ struct rdmx_sw_conn;
  */
 struct rdmx_sw_pipe {
 	const char *name;
-	/*
-	 * Each frame sent is a system call (a socket): a spinner's new
-	 * credits are then held for its next frame to carry, not sent alone.
-	 * On rings a frame costs less than the walk that would release them.
-	 */
-	bool syscall_per_send;
 	ssize_t (*recv)(struct rdmx_sw_conn *c, void *buf, size_t len);
 	ssize_t (*readv)(struct rdmx_sw_conn *c, const struct iovec *iov,
 			 int iovcnt);

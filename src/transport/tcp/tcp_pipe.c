@@ -91,7 +91,6 @@ static bool rdmx_tcp_alive(struct rdmx_sw_conn *c)
 
 const struct rdmx_sw_pipe rdmx_tcp_pipe = {
 	.name = "tcp",
-	.syscall_per_send = true,
 	.recv = rdmx_tcp_recv,
 	.readv = rdmx_tcp_readv,
 	.sendv = rdmx_tcp_sendv,
