@@ -17,11 +17,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "registry.h"
 
 #define ETCD_CONNECT_MS 1000L
 #define ETCD_REQUEST_MS 3000L
+/*
+ * A member that answers 5xx is up but its cluster cannot serve: it is
+ * electing a leader (one was lost), which takes a few election timeouts.
+ * Such a round is tried again this long, ETCD_RETRY_MS apart.
+ */
+#define ETCD_ELECTION_MS 5000L
+#define ETCD_RETRY_MS 100L
 
 static pthread_once_t etcd_once = PTHREAD_ONCE_INIT;
 
@@ -99,18 +107,23 @@ static CURL *etcd_handle(const char *ep, const char *path, const char *body,
 	return c;
 }
 
-/*
- * POST @body to /v3/@path on the member that answered last, else the
- * others in turn; the parsed answer in @resp. RDMX_ERR_UNREACHABLE when
- * none answered, RDMX_ERR_PROTOCOL when one refused (both logged).
- */
-static rdmx_status etcd_call(struct rdmx_registry *reg, const char *path,
-			     const char *body, struct json_object **resp)
+static long etcd_now_ms(void)
 {
-	struct curl_slist *hdr =
-		curl_slist_append(NULL, "Content-Type: application/json");
-	char why[CURL_ERROR_SIZE] = "";
-	int first = atomic_load(&reg->good);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/*
+ * One round of etcd_call: every member in turn from @first. *@busy is set
+ * when one answered 5xx (up, but its cluster cannot serve yet).
+ */
+static rdmx_status etcd_round(struct rdmx_registry *reg, int first,
+			      const char *path, const char *body,
+			      struct curl_slist *hdr, char *why,
+			      struct json_object **resp, bool *busy)
+{
 	rdmx_status st = RDMX_ERR_UNREACHABLE;
 
 	for (int i = 0; i < reg->nendpoints; i++) {
@@ -130,9 +143,12 @@ static rdmx_status etcd_call(struct rdmx_registry *reg, const char *path,
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 		curl_easy_cleanup(c);
 		if (rc != CURLE_OK || code >= 500) {
-			if (rc == CURLE_OK)
-				snprintf(why, sizeof(why), "HTTP %ld: %.200s",
-					 code, b.p ? b.p : "");
+			if (rc == CURLE_OK) {
+				snprintf(why, CURL_ERROR_SIZE,
+					 "HTTP %ld: %.200s", code,
+					 b.p ? b.p : "");
+				*busy = true;
+			}
 			free(b.p);
 			continue;
 		}
@@ -152,6 +168,37 @@ static rdmx_status etcd_call(struct rdmx_registry *reg, const char *path,
 		}
 		free(b.p);
 		break;
+	}
+	return st;
+}
+
+/*
+ * POST @body to /v3/@path on the member that answered last, else the
+ * others in turn; the parsed answer in @resp. While members answer but
+ * cannot serve (an election), again for up to ETCD_ELECTION_MS.
+ * RDMX_ERR_UNREACHABLE when none answered, RDMX_ERR_PROTOCOL when one
+ * refused (both logged).
+ */
+static rdmx_status etcd_call(struct rdmx_registry *reg, const char *path,
+			     const char *body, struct json_object **resp)
+{
+	struct curl_slist *hdr =
+		curl_slist_append(NULL, "Content-Type: application/json");
+	char why[CURL_ERROR_SIZE] = "";
+	long until = etcd_now_ms() + ETCD_ELECTION_MS;
+	rdmx_status st;
+	bool busy;
+
+	for (;;) {
+		busy = false;
+		st = etcd_round(reg, atomic_load(&reg->good), path, body, hdr,
+				why, resp, &busy);
+		if (st != RDMX_ERR_UNREACHABLE || !busy ||
+		    etcd_now_ms() + ETCD_RETRY_MS > until)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = ETCD_RETRY_MS *
+							 1000000L },
+			  NULL);
 	}
 	curl_slist_free_all(hdr);
 	if (st == RDMX_ERR_UNREACHABLE)

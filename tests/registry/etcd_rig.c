@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: an etcd for a test: Debian's, on loopback ports. */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +96,95 @@ void etcd_kill(struct etcd *e, int i)
 		kill(e->pid[i], SIGKILL);
 		waitpid(e->pid[i], NULL, 0);
 		e->pid[i] = 0;
+	}
+}
+
+static size_t etcd_rig_collect(char *p, size_t size, size_t n, void *arg)
+{
+	char *buf = arg;
+	size_t have = strlen(buf), add = size * n;
+
+	if (have + add >= 4096)
+		add = 4095 - have;
+	memcpy(buf + have, p, add);
+	buf[have + add] = 0;
+	return size * n;
+}
+
+/* POST @body to member @i's /v3/@path; its JSON answer, or NULL. */
+static struct json_object *etcd_rig_post(const struct etcd *e, int i,
+					 const char *path, const char *body)
+{
+	char url[128], buf[4096] = "";
+	CURL *c = curl_easy_init();
+	long code = 0;
+	CURLcode rc;
+
+	assert_non_null(c);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v3/%s", e->client[i],
+		 path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+	curl_easy_setopt(c, CURLOPT_PROXY, "");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, etcd_rig_collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, buf);
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return rc == CURLE_OK && code == 200 ? json_tokener_parse(buf) : NULL;
+}
+
+/* A uint64 etcd sends as a string, at @a.@b (@b NULL: at @a). */
+static uint64_t etcd_rig_id(struct json_object *o, const char *a, const char *b)
+{
+	struct json_object *v = NULL;
+
+	if (!json_object_object_get_ex(o, a, &v) ||
+	    (b && !json_object_object_get_ex(v, b, &v)))
+		return 0;
+	return strtoull(json_object_get_string(v), NULL, 10);
+}
+
+/* Member @i's id and the leader it knows (0: none); false if no answer. */
+static bool etcd_rig_status(const struct etcd *e, int i, uint64_t *id,
+			    uint64_t *leader)
+{
+	struct json_object *o = etcd_rig_post(e, i, "maintenance/status", "{}");
+
+	if (!o)
+		return false;
+	*id = etcd_rig_id(o, "header", "member_id");
+	*leader = etcd_rig_id(o, "leader", NULL);
+	json_object_put(o);
+	return *id != 0;
+}
+
+void etcd_lead(struct etcd *e, int i)
+{
+	uint64_t id, leader, lid, l2;
+	char body[64];
+
+	for (int tries = 0;; tries++) {
+		if (tries > 100 * time_scale())
+			fail_msg("etcd member %d did not become leader", i);
+		if (!etcd_rig_status(e, i, &id, &leader) || !leader) {
+			usleep(100000);
+			continue;
+		}
+		if (leader == id)
+			return;
+		/* Ask the leader to hand over. */
+		for (int j = 0; j < e->n; j++)
+			if (e->pid[j] > 0 && etcd_rig_status(e, j, &lid, &l2) &&
+			    lid == leader) {
+				snprintf(body, sizeof(body),
+					 "{\"targetID\":\"%" PRIu64 "\"}", id);
+				json_object_put(etcd_rig_post(
+					e, j, "maintenance/transfer-leadership",
+					body));
+			}
+		usleep(100000);
 	}
 }
 

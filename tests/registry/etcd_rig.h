@@ -23,6 +23,8 @@ void etcd_start(struct etcd *e, int n);
 void etcd_wait(const char *url);
 /* SIGKILL member @i; start it again, on its ports and data. */
 void etcd_kill(struct etcd *e, int i);
+/* Make member @i the cluster's leader (etcd's leadership transfer). */
+void etcd_lead(struct etcd *e, int i);
 void etcd_restart(struct etcd *e, int i);
 /* Kill every member, remove the data. */
 void etcd_stop(struct etcd *e);

@@ -8,11 +8,16 @@
  * with a temporary data directory and stopped by its pid.
  */
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -331,8 +336,9 @@ static void test_etcd_down_lookups_fail_connections_stay(void **state)
 }
 
 /*
- * Three members; the one the clients use is SIGKILLed: look-ups,
- * publications, renewals and the watch carry on through the others.
+ * Three members; the one the clients use, and the leader, is SIGKILLed:
+ * look-ups, publications, renewals and the watch carry on through the
+ * others, across their election.
  */
 static void test_etcd_cluster_survives_a_member(void **state)
 {
@@ -350,7 +356,13 @@ static void test_etcd_cluster_survives_a_member(void **state)
 	assert_int_equal(rdmx_registry_publish(reg, &en, TTL_MS), RDMX_OK);
 	assert_int_equal(rdmx_registry_watch(other, "n", &w), RDMX_OK);
 
-	etcd_kill(&e, 0); /* the first listed: everyone's first choice */
+	/*
+	 * The first listed, everyone's first choice, and the leader: the
+	 * others elect a new one, answering 503 meanwhile, and the calls
+	 * must ride that out.
+	 */
+	etcd_lead(&e, 0);
+	etcd_kill(&e, 0);
 	assert_int_equal(rdmx_registry_lookup(other, "n1", &en), RDMX_OK);
 	en = entry("n2", "127.0.0.1:2", "two");
 	assert_int_equal(rdmx_registry_publish(reg, &en, TTL_MS), RDMX_OK);
@@ -371,6 +383,73 @@ static void test_etcd_cluster_survives_a_member(void **state)
  * A server started while etcd is down: publish says so, keeps the entry,
  * and stores it once etcd is back; the name then resolves.
  */
+/* A member that answers 503 (as etcd does while it elects a leader)
+ * @busy times, then 200. */
+struct busy_member {
+	int fd, busy;
+	_Atomic int served;
+};
+
+static void *busy_member_main(void *arg)
+{
+	static const char unavailable[] =
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+		"application/json\r\nContent-Length: 54\r\nConnection: "
+		"close\r\n\r\n{\"error\":\"etcdserver: leader changed\","
+		"\"code\":14,\"x\":0}";
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: "
+				 "application/json\r\nContent-Length: "
+				 "2\r\nConnection: close\r\n\r\n{}";
+	struct busy_member *m = arg;
+	char req[4096];
+	int c;
+
+	while ((c = accept(m->fd, NULL, NULL)) >= 0) {
+		const char *a = atomic_fetch_add(&m->served, 1) < m->busy
+					? unavailable
+					: ok;
+
+		if (read(c, req, sizeof(req)) > 0 &&
+		    write(c, a, strlen(a)) != (ssize_t)strlen(a))
+			break;
+		close(c);
+	}
+	return NULL;
+}
+
+/*
+ * A member that is up but answers 503 while its cluster elects a leader
+ * (a member was lost): the call is tried again until it answers, within
+ * a bound; it used to fail at the first 503.
+ */
+static void test_etcd_election_ridden_out(void **state)
+{
+	struct busy_member m = { .busy = 3 };
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct rdmx_registry *reg;
+	pthread_t th;
+	char url[64];
+
+	(void)state;
+	m.fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(m.fd >= 0);
+	assert_int_equal(bind(m.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(m.fd, 8), 0);
+	assert_int_equal(getsockname(m.fd, (struct sockaddr *)&a, &alen), 0);
+	assert_int_equal(pthread_create(&th, NULL, busy_member_main, &m), 0);
+	snprintf(url, sizeof(url), "etcd://127.0.0.1:%d/test",
+		 ntohs(a.sin_port));
+	assert_int_equal(rdmx_registry_open(NULL, url, &reg), RDMX_OK);
+	assert_int_equal(rdmx_registry_ping(reg), RDMX_OK);
+	assert_int_equal(atomic_load(&m.served), m.busy + 1);
+	rdmx_registry_close(reg);
+	shutdown(m.fd, SHUT_RDWR);
+	close(m.fd);
+	pthread_join(th, NULL);
+}
+
 static void test_etcd_publish_waits_for_etcd(void **state)
 {
 	struct etcd e;
@@ -421,6 +500,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_etcd_down_lookups_fail_connections_stay),
 		cmocka_unit_test(test_etcd_cluster_survives_a_member),
 		cmocka_unit_test(test_etcd_publish_waits_for_etcd),
+		cmocka_unit_test(test_etcd_election_ridden_out),
 	};
 
 	return cmocka_run_group_tests_name("registry", tests, NULL, NULL);
