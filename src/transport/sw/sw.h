@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 
 #include "core.h"
+#include "spin.h"
 #include "sw_proto.h"
 
 struct rdmx_sw_conn;
@@ -215,7 +216,13 @@ struct rdmx_sw_conn {
 	uint64_t key;
 	atomic_int refs; /* the user's, plus one per progress call inside */
 
-	pthread_mutex_t lock;
+	/*
+	 * Held over a frame's processing and a send: one atomic exchange to
+	 * take, a store to give back (core/spin.h), 3 pairs on each side of
+	 * a small message's way. A sendmsg, or a single copy of a large
+	 * request, is the longest it is held.
+	 */
+	struct rdmx_spin lock;
 	bool dead;
 	rdmx_status dead_status; /* what the work flushed with */
 	bool want_out; /* EPOLLOUT is armed */

@@ -167,7 +167,6 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 	c->tctx->tp->pipe->destroy(c);
 	rdmx_sw_cache_free(&c->ops);
 	rdmx_sw_cache_free(&c->recvs);
-	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -223,7 +222,6 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 	c->fd2 = fd2;
 	c->pipe_priv = pipe_priv;
 	atomic_init(&c->refs, 1);
-	pthread_mutex_init(&c->lock, NULL);
 	*conn_p = &c->base;
 	return RDMX_OK;
 }
@@ -243,7 +241,7 @@ rdmx_status rdmx_sw_conn_start(struct rdmx_conn *conn)
 		c->key = 0;
 		return RDMX_ERR_SYSTEM;
 	}
-	pthread_mutex_lock(&c->lock);
+	rdmx_spin_lock(&c->lock);
 	c->heard_us = c->moved_us = c->sent_us = rdmx_now_us();
 	rdmx_sw_tell_limit(c);
 	if (c->base.srq && !c->dead)
@@ -349,9 +347,9 @@ rdmx_status rdmx_sw_conn_check(struct rdmx_conn *conn)
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
 	rdmx_status st;
 
-	pthread_mutex_lock(&c->lock);
+	rdmx_spin_lock(&c->lock);
 	st = c->dead ? c->dead_status : RDMX_OK;
-	pthread_mutex_unlock(&c->lock);
+	rdmx_spin_unlock(&c->lock);
 	return st;
 }
 
@@ -398,7 +396,7 @@ unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
 		pthread_mutex_unlock(&tctx->slots_lock);
 		if (!c)
 			continue;
-		pthread_mutex_lock(&c->lock);
+		rdmx_spin_lock(&c->lock);
 		if (!c->dead) {
 			live++;
 			fn(c, arg);
@@ -523,7 +521,7 @@ void rdmx_sw_conn_close(struct rdmx_conn *conn)
 		rdmx_sw_conn_put(c);
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
+	rdmx_spin_lock(&c->lock);
 	/* What arrived was placed: the peer hears so, as from a NIC. */
 	if (c->acks_held && !c->dead)
 		rdmx_sw_tx_progress(c);

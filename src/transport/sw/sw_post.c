@@ -272,7 +272,7 @@ void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx)
 		 * again (for the next call), and rewrite next_held. */
 		next = c->next_held;
 		atomic_store(&c->held_listed, false);
-		pthread_mutex_lock(&c->lock);
+		rdmx_spin_lock(&c->lock);
 		/* Held credits become a frame. */
 		if (c->acks_held && !c->dead)
 			rdmx_sw_tx_progress(c);
@@ -482,7 +482,7 @@ rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 	bool queued = false;
 	int i;
 
-	pthread_mutex_lock(&c->lock);
+	rdmx_spin_lock(&c->lock);
 	for (i = 0; i < n && !st; i++)
 		st = rdmx_sw_post_locked(c, &wrs[i], &queued);
 	if (queued)
@@ -523,7 +523,7 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 	struct rdmx_sw_recv *r = NULL;
 	rdmx_status st = RDMX_OK;
 
-	pthread_mutex_lock(&c->lock);
+	rdmx_spin_lock(&c->lock);
 	if (c->dead) {
 		st = RDMX_ERR_CONN_LOST;
 	} else if (c->rq_count >= c->base.ctx->cfg.conn_max_recv_wr) {

@@ -794,7 +794,7 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold)
 static void rdmx_sw_serve(struct rdmx_sw_ctx *tctx, struct rdmx_sw_conn *c,
 			  uint32_t events, bool aux, bool ring, bool hold)
 {
-	pthread_mutex_lock(&c->lock);
+	rdmx_spin_lock(&c->lock);
 	if (tctx->tp->pipe->wake && !c->dead && !ring)
 		tctx->tp->pipe->wake(c, aux);
 	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))

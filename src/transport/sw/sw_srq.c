@@ -118,9 +118,9 @@ static void rdmx_sw_srq_kicks(struct rdmx_sw_srq *s)
 			atomic_store(&s->kick, true);
 		pthread_mutex_unlock(&s->lock);
 		for (int i = 0; i < n; i++) {
-			pthread_mutex_lock(&batch[i]->lock);
+			rdmx_spin_lock(&batch[i]->lock);
 			rdmx_sw_tx_progress(batch[i]);
-			pthread_mutex_unlock(&batch[i]->lock);
+			rdmx_spin_unlock(&batch[i]->lock);
 			rdmx_sw_conn_put(batch[i]);
 		}
 	} while (atomic_load(&s->kick));
@@ -130,7 +130,7 @@ void rdmx_sw_unlock(struct rdmx_sw_conn *c)
 {
 	struct rdmx_sw_srq *s = c->srq;
 
-	pthread_mutex_unlock(&c->lock);
+	rdmx_spin_unlock(&c->lock);
 	if (s && atomic_load(&s->kick))
 		rdmx_sw_srq_kicks(s);
 }
