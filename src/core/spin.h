@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A lock for the short critical sections of hot paths (a completion
- * queue's ring, a software connection's state). Taking it is one atomic exchange and releasing it a
- * plain store with release order, where a pthread mutex pays an atomic
- * read-modify-write on both (a pair costs ~7 ns here against ~15). A
- * waiter spins RDMX_SPIN_PAUSES pauses, then yields its CPU each time it
- * looks again, so a holder preempted on the waiter's own CPU gets to run.
- * Hold it over a few loads and stores, or a system call that cannot block
- * (a send on a non-blocking socket, a copy between processes): never over
- * one that waits.
+ * queue's ring, a software connection's state). Taking it is one atomic
+ * exchange and releasing it a plain store with release order, where a
+ * pthread mutex pays an atomic read-modify-write on both (a pair costs
+ * ~7 ns here against ~15). A waiter spins RDMX_SPIN_PAUSES pauses, then
+ * yields its CPU each time it looks again, so a holder preempted on the
+ * waiter's own CPU gets to run. Hold it over a few loads and stores, or a
+ * system call that cannot block (a send on a non-blocking socket, a copy
+ * between processes): never over one that waits.
  */
 #ifndef RDMX_SPIN_H
 #define RDMX_SPIN_H
