@@ -65,7 +65,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "bytes.h"
 #include "rdmx.h"
