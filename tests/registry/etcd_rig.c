@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,67 @@
 #include "rdmx_registry.h"
 
 #define ETCD_BIN "/usr/bin/etcd"
+
+/*
+ * What is running, for the exit handler: a failed assertion leaves its
+ * test before etcd_stop, and its members would outlive the test program.
+ * Each entry names the process that started it: a forked child that
+ * exits leaves its parent's members alone.
+ */
+static struct {
+	pid_t pid[16], owner[16];
+	char dir[8][64];
+	pid_t dir_owner[8];
+} etcd_live;
+
+static void etcd_reap_all(void)
+{
+	char cmd[128];
+
+	for (int i = 0; i < 16; i++)
+		if (etcd_live.pid[i] > 0 && etcd_live.owner[i] == getpid()) {
+			kill(etcd_live.pid[i], SIGKILL);
+			waitpid(etcd_live.pid[i], NULL, 0);
+			etcd_live.pid[i] = 0;
+		}
+	for (int i = 0; i < 8; i++)
+		if (etcd_live.dir[i][0] && etcd_live.dir_owner[i] == getpid()) {
+			snprintf(cmd, sizeof(cmd), "rm -rf %s",
+				 etcd_live.dir[i]);
+			if (system(cmd))
+				fprintf(stderr, "etcd rig: cannot remove %s\n",
+					etcd_live.dir[i]);
+			etcd_live.dir[i][0] = 0;
+		}
+}
+
+/* Note @pid (@add) or forget it; the same for @dir. */
+static void etcd_note(pid_t pid, const char *dir, bool add)
+{
+	static bool registered;
+
+	if (!registered) {
+		atexit(etcd_reap_all);
+		registered = true;
+	}
+	for (int i = 0; pid && i < 16; i++)
+		if (etcd_live.pid[i] == (add ? 0 : pid)) {
+			etcd_live.pid[i] = add ? pid : 0;
+			etcd_live.owner[i] = getpid();
+			break;
+		}
+	for (int i = 0; dir && i < 8; i++)
+		if (add ? !etcd_live.dir[i][0]
+			: !strcmp(etcd_live.dir[i], dir)) {
+			etcd_live.dir_owner[i] = getpid();
+			if (add)
+				snprintf(etcd_live.dir[i],
+					 sizeof(etcd_live.dir[i]), "%s", dir);
+			else
+				etcd_live.dir[i][0] = 0;
+			break;
+		}
+}
 
 static void etcd_member_start(struct etcd *e, int i)
 {
@@ -47,6 +109,7 @@ static void etcd_member_start(struct etcd *e, int i)
 		      "500", (char *)NULL);
 		_exit(127);
 	}
+	etcd_note(e->pid[i], NULL, true);
 }
 
 /* Wait until the URL's registry answers (@url: one member or all). */
@@ -75,6 +138,7 @@ void etcd_start(struct etcd *e, int n)
 	e->n = n;
 	snprintf(e->dir, sizeof(e->dir), "/tmp/rdmx-etcd-XXXXXX");
 	assert_non_null(mkdtemp(e->dir));
+	etcd_note(0, e->dir, true);
 	for (int i = 0; i < n; i++) {
 		e->client[i] = harness_free_port();
 		e->peer[i] = harness_free_port();
@@ -95,6 +159,7 @@ void etcd_kill(struct etcd *e, int i)
 	if (e->pid[i] > 0) {
 		kill(e->pid[i], SIGKILL);
 		waitpid(e->pid[i], NULL, 0);
+		etcd_note(e->pid[i], NULL, false);
 		e->pid[i] = 0;
 	}
 }
@@ -201,4 +266,5 @@ void etcd_stop(struct etcd *e)
 		etcd_kill(e, i);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
 	assert_int_equal(system(cmd), 0);
+	etcd_note(0, e->dir, false);
 }

@@ -2,7 +2,9 @@
 /*
  * An etcd for a test: Debian's etcd-server, 1 to 3 members on free
  * loopback ports with a temporary data directory, started by the test and
- * stopped by pid. Fails the test (with the fix) when etcd is missing.
+ * stopped by pid (by an exit handler, too, when a failed assertion left
+ * the test before etcd_stop). Fails the test (with the fix) when etcd is
+ * missing.
  */
 #ifndef RDMX_ETCD_RIG_H
 #define RDMX_ETCD_RIG_H

@@ -450,6 +450,39 @@ static void test_etcd_election_ridden_out(void **state)
 	pthread_join(th, NULL);
 }
 
+/*
+ * A test that fails between etcd_start and etcd_stop leaves no etcd
+ * behind: the rig's exit handler kills it (CI once found members of a
+ * failed run still running).
+ */
+static void test_etcd_rig_reaps_on_failure(void **state)
+{
+	int fds[2];
+	pid_t child, member = 0;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (!child) {
+		struct etcd e;
+
+		close(fds[0]);
+		etcd_start(&e, 1);
+		if (write(fds[1], &e.pid[0], sizeof(e.pid[0])) < 0)
+			_exit(2);
+		exit(1); /* as a failed assertion ends the program */
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &member, sizeof(member)), sizeof(member));
+	close(fds[0]);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	assert_true(member > 0);
+	/* Killed and reaped by the child's exit handler: no such process. */
+	assert_int_equal(kill(member, 0), -1);
+	assert_int_equal(errno, ESRCH);
+}
+
 static void test_etcd_publish_waits_for_etcd(void **state)
 {
 	struct etcd e;
@@ -501,6 +534,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_etcd_cluster_survives_a_member),
 		cmocka_unit_test(test_etcd_publish_waits_for_etcd),
 		cmocka_unit_test(test_etcd_election_ridden_out),
+		cmocka_unit_test(test_etcd_rig_reaps_on_failure),
 	};
 
 	return cmocka_run_group_tests_name("registry", tests, NULL, NULL);
