@@ -23,35 +23,33 @@
  * Each entry names the process that started it: a forked child that
  * exits leaves its parent's members alone.
  */
-static struct {
-	pid_t pid[16], owner[16];
-	char dir[8][64];
-	pid_t dir_owner[8];
-} etcd_live;
+static struct etcd_live {
+	pid_t pid, owner;
+	char dir[64];
+} etcd_live[16];
 
 static void etcd_reap_all(void)
 {
 	char cmd[128];
 
-	for (int i = 0; i < 16; i++)
-		if (etcd_live.pid[i] > 0 && etcd_live.owner[i] == getpid()) {
-			kill(etcd_live.pid[i], SIGKILL);
-			waitpid(etcd_live.pid[i], NULL, 0);
-			etcd_live.pid[i] = 0;
+	for (int i = 0; i < 16; i++) {
+		struct etcd_live *l = &etcd_live[i];
+
+		if (l->owner != getpid())
+			continue;
+		if (l->pid > 0) {
+			kill(l->pid, SIGKILL);
+			waitpid(l->pid, NULL, 0);
 		}
-	for (int i = 0; i < 8; i++)
-		if (etcd_live.dir[i][0] && etcd_live.dir_owner[i] == getpid()) {
-			snprintf(cmd, sizeof(cmd), "rm -rf %s",
-				 etcd_live.dir[i]);
-			if (system(cmd))
-				fprintf(stderr, "etcd rig: cannot remove %s\n",
-					etcd_live.dir[i]);
-			etcd_live.dir[i][0] = 0;
-		}
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", l->dir);
+		if (l->dir[0] && system(cmd))
+			fprintf(stderr, "etcd rig: cannot remove %s\n", l->dir);
+		memset(l, 0, sizeof(*l));
+	}
 }
 
-/* Note @pid (@add) or forget it; the same for @dir. */
-static void etcd_note(pid_t pid, const char *dir, bool add)
+/* Note a member @pid or a data directory @dir (the other 0 / NULL). */
+static void etcd_note(pid_t pid, const char *dir)
 {
 	static bool registered;
 
@@ -59,23 +57,24 @@ static void etcd_note(pid_t pid, const char *dir, bool add)
 		atexit(etcd_reap_all);
 		registered = true;
 	}
-	for (int i = 0; pid && i < 16; i++)
-		if (etcd_live.pid[i] == (add ? 0 : pid)) {
-			etcd_live.pid[i] = add ? pid : 0;
-			etcd_live.owner[i] = getpid();
-			break;
+	for (int i = 0; i < 16; i++)
+		if (!etcd_live[i].owner) {
+			etcd_live[i] = (struct etcd_live){ .pid = pid,
+							   .owner = getpid() };
+			snprintf(etcd_live[i].dir, sizeof(etcd_live[i].dir),
+				 "%s", dir ? dir : "");
+			return;
 		}
-	for (int i = 0; dir && i < 8; i++)
-		if (add ? !etcd_live.dir[i][0]
-			: !strcmp(etcd_live.dir[i], dir)) {
-			etcd_live.dir_owner[i] = getpid();
-			if (add)
-				snprintf(etcd_live.dir[i],
-					 sizeof(etcd_live.dir[i]), "%s", dir);
-			else
-				etcd_live.dir[i][0] = 0;
-			break;
-		}
+}
+
+/* Forget what etcd_kill or etcd_stop ended. */
+static void etcd_forget(pid_t pid, const char *dir)
+{
+	for (int i = 0; i < 16; i++)
+		if (etcd_live[i].owner == getpid() &&
+		    (pid ? etcd_live[i].pid == pid
+			 : !strcmp(etcd_live[i].dir, dir)))
+			memset(&etcd_live[i], 0, sizeof(etcd_live[i]));
 }
 
 static void etcd_member_start(struct etcd *e, int i)
@@ -109,7 +108,7 @@ static void etcd_member_start(struct etcd *e, int i)
 		      "500", (char *)NULL);
 		_exit(127);
 	}
-	etcd_note(e->pid[i], NULL, true);
+	etcd_note(e->pid[i], NULL);
 }
 
 /* Wait until the URL's registry answers (@url: one member or all). */
@@ -138,7 +137,7 @@ void etcd_start(struct etcd *e, int n)
 	e->n = n;
 	snprintf(e->dir, sizeof(e->dir), "/tmp/rdmx-etcd-XXXXXX");
 	assert_non_null(mkdtemp(e->dir));
-	etcd_note(0, e->dir, true);
+	etcd_note(0, e->dir);
 	for (int i = 0; i < n; i++) {
 		e->client[i] = harness_free_port();
 		e->peer[i] = harness_free_port();
@@ -159,7 +158,7 @@ void etcd_kill(struct etcd *e, int i)
 	if (e->pid[i] > 0) {
 		kill(e->pid[i], SIGKILL);
 		waitpid(e->pid[i], NULL, 0);
-		etcd_note(e->pid[i], NULL, false);
+		etcd_forget(e->pid[i], NULL);
 		e->pid[i] = 0;
 	}
 }
@@ -266,5 +265,5 @@ void etcd_stop(struct etcd *e)
 		etcd_kill(e, i);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
 	assert_int_equal(system(cmd), 0);
-	etcd_note(0, e->dir, false);
+	etcd_forget(0, e->dir);
 }

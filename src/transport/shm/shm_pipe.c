@@ -195,15 +195,21 @@ static ssize_t rdmx_shm_readv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		atomic_load_explicit(&p->rx->closed, memory_order_acquire);
 	uint64_t pos = atomic_load_explicit(&p->rx_pos, memory_order_relaxed);
 	uint64_t end = atomic_load_explicit(&p->rx_end, memory_order_relaxed);
-	/* Armed (the progress thread serves us, woken by the doorbell, which
-	 * one publish or many rang once): everything, always. */
-	bool idle = atomic_exchange_explicit(&p->rx_idle, false,
-					     memory_order_relaxed) &&
-		    !atomic_load_explicit(&p->rx->consumer_waiting,
-					  memory_order_relaxed);
+	bool idle = atomic_load_explicit(&p->rx_idle, memory_order_relaxed);
 	size_t done = 0, off = 0;
 	int i = 0, got;
 
+	/*
+	 * A load and a store, not an exchange, on the read path: a flag
+	 * ready() sets in between is lost, and costs one look ahead.
+	 * Armed (the progress thread serves us, woken by the doorbell, which
+	 * one publish or many rang once): everything, always.
+	 */
+	if (idle) {
+		atomic_store_explicit(&p->rx_idle, false, memory_order_relaxed);
+		idle = !atomic_load_explicit(&p->rx->consumer_waiting,
+					     memory_order_relaxed);
+	}
 	for (;;) {
 		while (i < iovcnt && off == iov[i].iov_len)
 			i++, off = 0;

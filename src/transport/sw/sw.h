@@ -6,11 +6,12 @@
  * socket, the shm transport a shared-memory ring; each pipe is a small ops
  * table below, and nothing in this directory knows which one it runs on.
  *
- * Locking: each connection has one mutex, `lock`, that guards all of its
- * state, the socket I/O included; every rdmx_sw_* function below that takes
- * a `struct rdmx_sw_conn *` expects it held unless it says otherwise. The
- * cq lock nests inside it. The per-context `slots_lock` guards the table
- * that maps epoll keys to connections and nests outside no other lock.
+ * Locking: each connection has one lock, `lock` (a spin lock: core/spin.h),
+ * that guards all of its state, the socket I/O included; every rdmx_sw_*
+ * function below that takes a `struct rdmx_sw_conn *` expects it held unless it
+ * says otherwise. The cq lock nests inside it. The per-context `slots_lock`
+ * guards the table that maps epoll keys to connections and nests outside no
+ * other lock.
  */
 #ifndef RDMX_SW_H
 #define RDMX_SW_H
