@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -190,7 +191,13 @@ static void *pong_main(void *arg)
 	return NULL;
 }
 
-static void test_progress_sleepers_ping_pong(void **state)
+/*
+ * @thread off: each side's own calls are all its progress. Each poll
+ * that finds nothing spins (and disarms the peer's wake-ups), then the
+ * wait arms them and goes to sleep; a message that came in between rang
+ * nothing, and must still wake it.
+ */
+static void sleepers_ping_pong(const char *thread)
 {
 	struct pair p;
 	struct buf cin, cout, sin, sout;
@@ -199,13 +206,14 @@ static void test_progress_sleepers_ping_pong(void **state)
 	pthread_t th;
 	double t0;
 
-	(void)state;
 	if (suite_lossy()) {
 		/* A lost packet stalls a round as a lost wake-up would. */
 		print_message("skip: a lossy link\n");
 		skip();
 	}
+	setenv("RDMX_PROGRESS_THREAD", thread, 1);
 	pair_open_with(&p, "RDMX_PROGRESS_WAIT_SPIN", "0"); /* asleep at once */
+	unsetenv("RDMX_PROGRESS_THREAD");
 	buf_alloc(&p.c, &cin, 64, RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&p.c, &cout, 64, 0);
 	buf_alloc(&p.s, &sin, 64, RDMX_ACCESS_LOCAL_WRITE);
@@ -226,9 +234,10 @@ static void test_progress_sleepers_ping_pong(void **state)
 	assert_int_equal(pthread_create(&th, NULL, pong_main, &s), 0);
 	pong_main(&c);
 	pthread_join(th, NULL);
-	print_message("%d sleeping round trips, %.1f us each, %d over 20 ms\n",
-		      c.done, (now_s() - t0) * 1e6 / (c.done ? c.done : 1),
-		      c.slow);
+	print_message("%d sleeping round trips, progress thread %s: %.1f us "
+		      "each, %d over 20 ms\n",
+		      c.done, thread,
+		      (now_s() - t0) * 1e6 / (c.done ? c.done : 1), c.slow);
 	if (c.st || s.st)
 		print_error("round %d: %s; echo round %d: %s\n", c.done,
 			    rdmx_strerror(c.st), s.done, rdmx_strerror(s.st));
@@ -241,6 +250,18 @@ static void test_progress_sleepers_ping_pong(void **state)
 	buf_free(&sin);
 	buf_free(&sout);
 	pair_close(&p);
+}
+
+static void test_progress_sleepers_ping_pong(void **state)
+{
+	(void)state;
+	sleepers_ping_pong("on");
+}
+
+static void test_progress_sleepers_ping_pong_no_thread(void **state)
+{
+	(void)state;
+	sleepers_ping_pong("off");
 }
 
 /* Write system calls of this process so far (/proc/self/io syscw). */
@@ -523,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_progress_resumes_after_spinning_stops),
 		cmocka_unit_test(test_progress_resumes_after_sleeping),
 		cmocka_unit_test(test_progress_sleepers_ping_pong),
+		cmocka_unit_test(test_progress_sleepers_ping_pong_no_thread),
 		cmocka_unit_test(test_progress_new_conn_spinning_no_doorbells),
 		cmocka_unit_test(test_progress_fd_users_are_served),
 		cmocka_unit_test(test_progress_cq_fd_without_thread),

@@ -108,10 +108,13 @@ struct rdmx_sw_ctx {
 	 * Spinning callers drive progress; while one polled within
 	 * progress.idle_after, the thread stays out of their way (no wake-up
 	 * per message) and peers' wake-ups are disarmed. idle() hands back.
+	 * Without a thread, backing_off says the last caller spun
+	 * (rdmx_sw_unthreaded).
 	 * app_polls counts the calls that stamp app_poll_us (rdmx_sw_polled).
 	 */
 	_Atomic uint64_t app_poll_us;
 	_Atomic unsigned app_polls;
+	_Atomic unsigned empty_polls; /* rdmx_sw_empty_poll */
 	atomic_bool backing_off;
 	/*
 	 * The connections that hold ACKs back (rdmx_sw_release_acks), each

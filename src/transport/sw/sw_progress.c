@@ -805,6 +805,92 @@ static void rdmx_sw_serve(struct rdmx_sw_ctx *tctx, struct rdmx_sw_conn *c,
 	rdmx_sw_conn_put(c);
 }
 
+/* (Dis)arm every connection's input wake-ups; the slots lock held. True
+ * when rdmx_membarrier must follow the fence (rdmx_sw_fence_armed). */
+static bool rdmx_sw_arm_each(struct rdmx_sw_ctx *tctx, bool on)
+{
+	bool membarrier = false;
+
+	for (uint32_t i = 0; i < tctx->nslots; i++)
+		if (tctx->slots[i])
+			membarrier |= tctx->tp->pipe->arm(tctx->slots[i], on);
+	return membarrier;
+}
+
+static void rdmx_sw_fence_armed(bool membarrier)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (membarrier)
+		rdmx_membarrier();
+}
+
+/* (Dis)arm every connection's input wake-ups. */
+static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on)
+{
+	bool membarrier;
+
+	if (!tctx->tp->pipe->arm)
+		return;
+	pthread_mutex_lock(&tctx->slots_lock);
+	membarrier = rdmx_sw_arm_each(tctx, on);
+	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_sw_fence_armed(membarrier);
+}
+
+/*
+ * Without a progress thread the callers are all the progress there is. One
+ * that spins (@spinning) serves every connection as long as it spins, as
+ * it does while the thread backs off: backing_off says so, the peers'
+ * wake-ups go disarmed, and bare ACKs wait for its next frame. A call that
+ * will sleep or is event-driven arms them again; input that came while
+ * they were off rang nothing, so @kick (a caller about to sleep, that
+ * cannot serve it first) makes the progress fd readable for it.
+ * Flag and arming change together under the slots lock: a spinning and a
+ * sleeping caller on two threads would otherwise leave them apart.
+ */
+static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
+			       bool kick)
+{
+	const struct rdmx_sw_pipe *pipe = tctx->tp->pipe;
+	bool membarrier = false, ready = false;
+	uint64_t one = 1;
+
+	if (atomic_load_explicit(&tctx->backing_off, memory_order_relaxed) ==
+	    spinning)
+		return;
+	pthread_mutex_lock(&tctx->slots_lock);
+	if (atomic_load(&tctx->backing_off) != spinning) {
+		atomic_store(&tctx->backing_off, spinning);
+		if (pipe->arm)
+			membarrier = rdmx_sw_arm_each(tctx, !spinning);
+	}
+	pthread_mutex_unlock(&tctx->slots_lock);
+	if (spinning || !pipe->arm)
+		return;
+	rdmx_sw_fence_armed(membarrier);
+	if (!kick)
+		return;
+	pthread_mutex_lock(&tctx->slots_lock);
+	for (uint32_t i = 0; i < tctx->nslots && !ready; i++)
+		ready = tctx->slots[i] && pipe->ready(tctx->slots[i]);
+	pthread_mutex_unlock(&tctx->slots_lock);
+	/* Drained by the next progress call (rdmx_sw_handle). */
+	if (ready && write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
+		rdmx_debug("%s: cannot wake a sleeping caller: %m",
+			   tctx->tp->ops->name);
+}
+
+/* Drain the stop/kick eventfd; true when it means "exit". */
+static bool rdmx_sw_kicked(struct rdmx_sw_ctx *tctx)
+{
+	uint64_t v;
+
+	if (read(tctx->stop_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rdmx_debug("%s progress: eventfd read: %m",
+			   tctx->tp->ops->name);
+	return atomic_load(&tctx->stopping);
+}
+
 /* Handle a batch of epoll events; returns how many were for connections. */
 static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 			  const struct epoll_event *ev, int n, bool hold)
@@ -814,8 +900,13 @@ static int rdmx_sw_handle(struct rdmx_sw_ctx *tctx,
 	for (int i = 0; i < n; i++) {
 		struct rdmx_sw_conn *c;
 
-		if (!ev[i].data.u64)
-			continue; /* the stop signal: the thread's business */
+		if (!ev[i].data.u64) {
+			/* The thread's business; without one, a kick to a
+			 * sleeping caller (rdmx_sw_unthreaded): taken. */
+			if (!tctx->thread_running)
+				rdmx_sw_kicked(tctx);
+			continue;
+		}
 		if (ev[i].data.u64 == RDMX_SW_KEY_TIMER) {
 			rdmx_sw_watchdog(tctx);
 			continue;
@@ -859,19 +950,38 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 }
 
 #define RDMX_SW_EPOLL_EVERY 32
-static _Thread_local unsigned rdmx_sw_empty_polls;
+
+/*
+ * Count an empty poll of @tctx. The count is the context's own: one a
+ * thread kept for all its contexts' transports, called in turn, landed
+ * every RDMX_SW_EPOLL_EVERY-th count on the same one (with shm and tcp
+ * both open, always tcp), and the others never asked epoll. A load and a
+ * store: one lost to a race costs nothing.
+ */
+static unsigned rdmx_sw_empty_poll(struct rdmx_sw_ctx *tctx)
+{
+	unsigned n =
+		atomic_load_explicit(&tctx->empty_polls, memory_order_relaxed) +
+		1;
+
+	atomic_store_explicit(&tctx->empty_polls, n, memory_order_relaxed);
+	return n;
+}
 
 int rdmx_sw_progress(void *priv, bool spinning)
 {
 	struct rdmx_sw_ctx *tctx = priv;
-	bool hold = spinning && atomic_load_explicit(&tctx->backing_off,
-						     memory_order_relaxed);
 	struct epoll_event ev[32];
+	bool hold;
 	int n;
 
 	rdmx_sw_release_acks(tctx);
-	if (spinning)
+	if (!tctx->thread_running)
+		rdmx_sw_unthreaded(tctx, spinning, false);
+	else if (spinning)
 		rdmx_sw_polled(tctx);
+	hold = spinning &&
+	       atomic_load_explicit(&tctx->backing_off, memory_order_relaxed);
 	if (tctx->tp->pipe->ready) {
 		n = rdmx_sw_poll_ready(tctx, hold);
 		if (n)
@@ -882,7 +992,7 @@ int rdmx_sw_progress(void *priv, bool spinning)
 		 * without one, and what only epoll shows (a control socket
 		 * closing, the watchdog's tick) can wait that many polls.
 		 */
-		if (spinning && ++rdmx_sw_empty_polls % RDMX_SW_EPOLL_EVERY)
+		if (spinning && rdmx_sw_empty_poll(tctx) % RDMX_SW_EPOLL_EVERY)
 			return 0;
 	}
 	n = epoll_wait(tctx->epfd, ev, 32, 0);
@@ -924,6 +1034,10 @@ void rdmx_sw_idle(void *priv)
 	uint64_t one = 1;
 
 	rdmx_sw_release_acks(tctx); /* nobody will poll them out */
+	if (!tctx->thread_running) {
+		rdmx_sw_unthreaded(tctx, false, true);
+		return;
+	}
 	/* Pairs with the thread's store of backing_off, then load (Dekker). */
 	atomic_store(&tctx->app_poll_us, 0);
 	if (atomic_load(&tctx->backing_off) &&
@@ -935,35 +1049,6 @@ void rdmx_sw_idle(void *priv)
 int rdmx_sw_progress_fd(void *priv)
 {
 	return ((struct rdmx_sw_ctx *)priv)->epfd;
-}
-
-/* (Dis)arm every connection's input wake-ups. */
-static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on)
-{
-	const struct rdmx_sw_pipe *pipe = tctx->tp->pipe;
-	bool membarrier = false;
-
-	if (!pipe->arm)
-		return;
-	pthread_mutex_lock(&tctx->slots_lock);
-	for (uint32_t i = 0; i < tctx->nslots; i++)
-		if (tctx->slots[i])
-			membarrier |= pipe->arm(tctx->slots[i], on);
-	pthread_mutex_unlock(&tctx->slots_lock);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (membarrier)
-		rdmx_membarrier();
-}
-
-/* Drain the stop/kick eventfd; true when it means "exit". */
-static bool rdmx_sw_kicked(struct rdmx_sw_ctx *tctx)
-{
-	uint64_t v;
-
-	if (read(tctx->stop_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		rdmx_debug("%s progress: eventfd read: %m",
-			   tctx->tp->ops->name);
-	return atomic_load(&tctx->stopping);
 }
 
 /*
