@@ -3,9 +3,11 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -399,10 +401,23 @@ void harness_children(int argc, char **argv, const struct child *table)
 	exit(126);
 }
 
+/*
+ * In a child: die with the test process. A test that failed, or that
+ * ctest killed at its timeout (SIGKILL: no handler runs), left its
+ * children running, still holding ports and CPU for the tests after it.
+ * The signal comes when the forking thread ends: tests fork from their
+ * main thread. @parent exiting before the prctl is checked after it.
+ */
+void harness_die_with(pid_t parent)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(127);
+}
+
 pid_t spawn(const char *name, int port, int flag)
 {
 	char p[16], f[16];
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	snprintf(p, sizeof(p), "%d", port);
 	snprintf(f, sizeof(f), "%d", flag);
@@ -410,6 +425,7 @@ pid_t spawn(const char *name, int port, int flag)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		harness_die_with(parent);
 		execl("/proc/self/exe", "child", "--rdmx-child", name, p, f,
 		      (char *)NULL);
 		_exit(127);
@@ -419,13 +435,15 @@ pid_t spawn(const char *name, int port, int flag)
 
 pid_t spawn_fork(int (*fn)(void *), void *arg)
 {
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	fflush(NULL);
 	pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0)
+	if (pid == 0) {
+		harness_die_with(parent);
 		_exit(fn(arg));
+	}
 	return pid;
 }
 
