@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,15 +45,42 @@ static void rig_start(struct rig *r, const char *var, const char *value)
 	assert_int_equal(rdmx_cq_create(r->ctx, &r->cq), RDMX_OK);
 }
 
-static void rig_connect(struct rig *r)
+/* A connected pair of loopback TCP sockets in @fds. */
+static void tcp_pair(int fds[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int lst = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(lst >= 0);
+	assert_int_equal(bind(lst, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lst, 1), 0);
+	assert_int_equal(getsockname(lst, (struct sockaddr *)&a, &len), 0);
+	fds[1] = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(fds[1], (struct sockaddr *)&a, sizeof(a)), 0);
+	fds[0] = accept(lst, NULL, NULL);
+	assert_true(fds[0] >= 0);
+	close(lst);
+}
+
+/* @tcp: over loopback TCP, as rdmx's tcp transport runs, where the
+ * kernel's receive marks are real; else a Unix socketpair. */
+static void rig_connect_on(struct rig *r, bool tcp)
 {
 	struct rdmx_conn_attr attr = { 0 };
 	int fds[2], small = 64 << 10;
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-	/* Small buffers: a large frame stays in the sender's queue. */
-	setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-	setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	if (tcp) {
+		tcp_pair(fds);
+	} else {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+		/* Small buffers: a large frame stays in the sender's queue. */
+		setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small,
+			   sizeof(small));
+		setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &small,
+			   sizeof(small));
+	}
 	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
 	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
 	attr.cq = r->cq;
@@ -64,6 +93,11 @@ static void rig_connect(struct rig *r)
 			 RDMX_OK);
 	assert_int_equal(rdmx_sw_conn_start(r->conn), RDMX_OK);
 	r->peer = fds[1];
+}
+
+static void rig_connect(struct rig *r)
+{
+	rig_connect_on(r, false);
 }
 
 static void rig_open(struct rig *r, const char *var, const char *value)
@@ -469,6 +503,87 @@ static void test_half_sent_write_does_not_hold_dereg(void **state)
 	rig_close(&r);
 }
 
+/* The receive mark of our side's socket (SO_RCVLOWAT). */
+static int rcvlowat(struct rig *r)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	assert_int_equal(getsockopt(to_sw_conn(r->conn)->fd, SOL_SOCKET,
+				    SO_RCVLOWAT, &v, &len),
+			 0);
+	return v;
+}
+
+/*
+ * Over tcp, a receiver placing a large payload waits for a chunk of it,
+ * not for each segment (a mark on the socket), and the mark never asks
+ * for more than is certain to come: after the payload it is back to one
+ * byte, and when the region goes mid-frame (the rest read and dropped
+ * through staging, in smaller reads) it comes down at once. Left up, the
+ * socket never turned readable for the rest: the NAK never came. @dereg:
+ * the region goes after the first part.
+ */
+static void receive_marks(bool dereg)
+{
+	enum { LEN = 1 << 20, PART = 300 << 10 };
+	struct rig r;
+	struct rdmx_mr *mr;
+	uint8_t *region = malloc(LEN), *data = malloc(LEN);
+	struct rdmx_sw_hdr h, a;
+
+	rig_start(&r, NULL, NULL);
+	assert_int_equal(rdmx_ctx_transport(r.ctx, RDMX_TRANSPORT_TCP, &r.tcp),
+			 RDMX_OK);
+	rig_connect_on(&r, true);
+	peer_hello(&r, 16);
+	memset(region, 0, LEN);
+	memset(data, 0x77, LEN);
+	assert_int_equal(rdmx_mr_reg(r.ctx, region, LEN,
+				     RDMX_ACCESS_LOCAL_WRITE |
+					     RDMX_ACCESS_REMOTE_WRITE,
+				     &mr),
+			 RDMX_OK);
+	h = (struct rdmx_sw_hdr){ .type = RDMX_SW_WRITE,
+				  .length = LEN,
+				  .rkey = mr->rkey,
+				  .addr = (uintptr_t)region };
+	peer_frame(&r, &h, data, PART);
+	/* Placed up to the last chunk the mark asks for in full. */
+	for (int i = 0; i < 100 && region[PART - 128 * 1024] != 0x77; i++)
+		drive(&r);
+	assert_int_equal(region[PART - 128 * 1024], 0x77);
+	print_message("mark while %d KiB of the payload are to come: %d\n",
+		      (LEN - PART) >> 10, rcvlowat(&r));
+	assert_true(rcvlowat(&r) > 1);
+	if (dereg)
+		assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	peer_write(&r, data + PART, LEN - PART);
+	a = peer_hdr(&r);
+	assert_int_equal(a.type, dereg ? RDMX_SW_NAK : RDMX_SW_ACK);
+	assert_int_equal(a.seq, 0);
+	assert_int_equal(rcvlowat(&r), 1);
+	if (!dereg) {
+		assert_memory_equal(region, data, LEN);
+		assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
+	}
+	free(region);
+	free(data);
+	rig_close(&r);
+}
+
+static void test_tcp_receive_mark_follows_payload(void **state)
+{
+	(void)state;
+	receive_marks(false);
+}
+
+static void test_tcp_receive_mark_down_when_region_goes(void **state)
+{
+	(void)state;
+	receive_marks(true);
+}
+
 /*
  * A READ answer must be of the kind the READ was: a ring READ answered
  * "placed by reference" used to complete with success and no data, and a
@@ -676,6 +791,8 @@ int main(void)
 		cmocka_unit_test(test_flood_of_reads_is_bounded),
 		cmocka_unit_test(test_sender_keeps_within_peer_limit),
 		cmocka_unit_test(test_half_sent_write_does_not_hold_dereg),
+		cmocka_unit_test(test_tcp_receive_mark_follows_payload),
+		cmocka_unit_test(test_tcp_receive_mark_down_when_region_goes),
 		cmocka_unit_test(test_ring_read_answered_by_reference),
 		cmocka_unit_test(test_byref_read_answered_with_bytes),
 		cmocka_unit_test(test_srq_ask_is_capped),

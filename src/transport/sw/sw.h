@@ -40,6 +40,12 @@ struct rdmx_sw_pipe {
 			 int iovcnt);
 	/* Ask (or stop asking) for a wake-up when sendv could take more. */
 	void (*want_out)(struct rdmx_sw_conn *c, bool want);
+	/*
+	 * Optional: the next input to wait for is @bytes of a payload, all
+	 * certain to come (0: anything, a header). A pipe may then report
+	 * input only once that much is there (rdmx_sw_rx_wait).
+	 */
+	void (*rx_wait)(struct rdmx_sw_conn *c, uint64_t bytes);
 	/* Optional: an epoll event arrived on fd (@aux false) or fd2. */
 	void (*wake)(struct rdmx_sw_conn *c, bool aux);
 	/*
@@ -308,6 +314,7 @@ struct rdmx_sw_conn {
 	struct iovec rx_iov[RDMX_MAX_SGE]; /* where payload goes; none: drop */
 	int rx_niov, rx_iov_i;
 	uint64_t rx_left;
+	uint64_t rx_waits; /* what the pipe's rx_wait was last told */
 	uint16_t rx_nak; /* answer with this NAK when placed */
 	enum rdmx_refusal rx_why; /* and why, for an access NAK */
 	uint8_t rx_refs[RDMX_MAX_SGE * RDMX_SW_REF_LEN]; /* BYREF descriptors */

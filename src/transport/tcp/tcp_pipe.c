@@ -61,6 +61,27 @@ static ssize_t rdmx_tcp_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 	return rdmx_tcp_result(n);
 }
 
+/*
+ * SO_RCVLOWAT: epoll reports the socket readable, and the kernel wakes
+ * its waiters, only once that much is queued. Kept to a quarter of the
+ * receive buffer as it is now: for a mark the buffer cannot hold, the
+ * kernel grows the buffer and clamps the window to the mark
+ * (tcp_set_rcvlowat), early in a connection while autotuning has not
+ * grown the buffer yet. What is asked is then always there in time.
+ */
+static void rdmx_tcp_rx_wait(struct rdmx_sw_conn *c, uint64_t bytes)
+{
+	int v = 1, buf = 0;
+	socklen_t len = sizeof(buf);
+
+	if (bytes && !getsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &buf, &len))
+		v = bytes < (uint64_t)buf / 4 ? (int)bytes : buf / 4;
+	if (v < 1)
+		v = 1;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
+		rdmx_debug("tcp: SO_RCVLOWAT %d: %m", v);
+}
+
 static void rdmx_tcp_shutdown(struct rdmx_sw_conn *c)
 {
 	shutdown(c->fd, SHUT_RDWR);
@@ -95,6 +116,7 @@ const struct rdmx_sw_pipe rdmx_tcp_pipe = {
 	.readv = rdmx_tcp_readv,
 	.sendv = rdmx_tcp_sendv,
 	.want_out = rdmx_sw_epoll_out,
+	.rx_wait = rdmx_tcp_rx_wait,
 	.alive = rdmx_tcp_alive,
 	.shutdown = rdmx_tcp_shutdown,
 	.destroy = rdmx_tcp_destroy,
