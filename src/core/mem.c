@@ -17,7 +17,7 @@
 #define RDMX_MEM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
-		   void **addr_p)
+		   int map_flags, void **addr_p)
 {
 	int fd =
 		memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
@@ -28,7 +28,8 @@ int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
 		return -1;
 	if (ftruncate(fd, (off_t)len) || fcntl(fd, F_ADD_SEALS, RDMX_MEM_SEALS))
 		goto fail;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | map_flags, fd,
+		 0);
 	if (p == MAP_FAILED)
 		goto fail;
 	*addr_p = p;
@@ -118,7 +119,8 @@ rdmx_status rdmx_mem_alloc(struct rdmx_ctx *ctx, size_t length, unsigned flags,
 		return RDMX_ERR_NOMEM;
 	if (flags & RDMX_MEM_HUGE) {
 		len = rdmx_mem_huge_len(length);
-		fd = len ? rdmx_memfd_map("rdmx-mem", len, MFD_HUGETLB, &addr)
+		fd = len ? rdmx_memfd_map("rdmx-mem", len, MFD_HUGETLB, 0,
+					  &addr)
 			 : -1;
 		if (fd < 0)
 			rdmx_info("rdmx_mem_alloc: no huge pages for %zu bytes "
@@ -128,7 +130,7 @@ rdmx_status rdmx_mem_alloc(struct rdmx_ctx *ctx, size_t length, unsigned flags,
 	}
 	if (fd < 0) {
 		len = (length + pg - 1) / pg * pg;
-		fd = rdmx_memfd_map("rdmx-mem", len, 0, &addr);
+		fd = rdmx_memfd_map("rdmx-mem", len, 0, 0, &addr);
 	}
 	if (fd < 0) {
 		rdmx_error("rdmx_mem_alloc: %zu bytes: %m", length);
@@ -187,7 +189,7 @@ static rdmx_status rdmx_mem_table_locked(struct rdmx_ctx *ctx)
 
 	if (ctx->mem_table)
 		return RDMX_OK;
-	fd = rdmx_memfd_map("rdmx-grants", sizeof(struct rdmx_mem_table), 0,
+	fd = rdmx_memfd_map("rdmx-grants", sizeof(struct rdmx_mem_table), 0, 0,
 			    &p);
 	if (fd < 0) {
 		rdmx_error("the grant table of mappable memory: %m");

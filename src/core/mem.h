@@ -77,11 +77,12 @@ struct rdmx_mr;
 /*
  * A memfd of @len bytes (memfd_create flags @mfd_flags besides close-on-
  * exec and sealing) sealed against shrinking, growing and further seals,
- * so that a peer may map it, mapped shared at *addr_p. Its descriptor, or
- * -1 with errno set. Blocks, the grant table and the shm rings are these.
+ * so that a peer may map it, mapped shared (mmap flags @map_flags
+ * besides, MAP_POPULATE say) at *addr_p. Its descriptor, or -1 with errno
+ * set. Blocks, the grant table and the shm rings are these.
  */
 int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
-		   void **addr_p);
+		   int map_flags, void **addr_p);
 
 /*
  * Asymmetric fences between processes that share memory (membarrier(2)).

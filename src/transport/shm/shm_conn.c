@@ -35,10 +35,17 @@ static int rdmx_shm_pidfd_open(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/*
+ * Rings are mapped populated, on both sides: a ring page's first touch
+ * was a page fault at each end (allocating it at the first), so the
+ * first lap of a ring cost a fault per 64 small messages. The first
+ * 6,000 or so of a ping-pong had a quarter of their samples over twice
+ * the median, and a run of 20,000 a p99 of 0.8-1.3 us against 0.5.
+ */
 static void *rdmx_shm_map(int fd, uint64_t size)
 {
 	void *p = mmap(NULL, RDMX_SHM_RING_HDR + size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED, fd, 0);
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -53,7 +60,8 @@ static int rdmx_shm_ring_create(uint64_t size, struct rdmx_shm_ring **ring_p)
 	void *m;
 	int fd;
 
-	fd = rdmx_memfd_map("rdmx-shm-ring", RDMX_SHM_RING_HDR + size, 0, &m);
+	fd = rdmx_memfd_map("rdmx-shm-ring", RDMX_SHM_RING_HDR + size, 0,
+			    MAP_POPULATE, &m);
 	if (fd < 0) {
 		rdmx_error("shm: a ring of %llu bytes: %m",
 			   (unsigned long long)size);
