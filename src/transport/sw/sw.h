@@ -120,6 +120,7 @@ struct rdmx_sw_ctx {
 	 */
 	_Atomic uint64_t app_poll_us;
 	_Atomic unsigned app_polls;
+	_Atomic unsigned stamp_every; /* rdmx_sw_polled */
 	_Atomic unsigned empty_polls; /* rdmx_sw_empty_poll */
 	atomic_bool backing_off;
 	/*
