@@ -47,6 +47,8 @@ struct bench_opts {
 	uint64_t duration_s; /* -D: about this long instead of --iters */
 	int cpu; /* --cpu: the CPU this thread runs on, or -1 */
 	enum cli_wait_how wait; /* --wait: how completions are waited for */
+	uint64_t last; /* --last: also the quantiles of the last N samples */
+	bool last_set;
 };
 
 static const char *const bench_waits[] = { "spin", "sleep", "fd" };
@@ -405,22 +407,52 @@ static void bench_report(const struct bench_opts *o, const char *transport,
 			       o->depth, mps, gbps);
 		return;
 	}
+	/*
+	 * --last: the samples in the order taken, before the sort below. The
+	 * last N alone are what ucx_perftest's percentiles (-R) are taken
+	 * from (its timing queue: the last 2048), so a ratio to its figure
+	 * compares like with like.
+	 */
+	size_t k = o->last && o->last < n ? (size_t)o->last : n;
+	double w[3] = { 0 };
+
+	if (o->last) {
+		double *tail = malloc(k * sizeof(*tail));
+
+		if (tail) {
+			memcpy(tail, lat + (n - k), k * sizeof(*tail));
+			w[0] = cli_quantile(tail, k, 0.5);
+			w[1] = cli_quantile(tail, k, 0.99);
+			w[2] = cli_quantile(tail, k, 0.999);
+			free(tail);
+		}
+	}
 	double q[6] = { cli_quantile(lat, n, 0),     cli_quantile(lat, n, 0.5),
 			cli_quantile(lat, n, 0.9),   cli_quantile(lat, n, 0.99),
 			cli_quantile(lat, n, 0.999), cli_quantile(lat, n, 1) };
 
-	if (o->json)
+	if (o->json) {
 		printf("{\"transport\":\"%s\",\"op\":\"%s\",\"mode\":\"%s\","
 		       "\"size\":%" PRIu64 ",\"iters\":%zu,\"lat_us\":{"
 		       "\"min\":%.3f,\"median\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
-		       "\"p99_9\":%.3f,\"max\":%.3f},\"wait\":\"%s\"}\n",
+		       "\"p99_9\":%.3f,\"max\":%.3f},",
 		       transport, bench_ops[o->op], mode, o->size, n, q[0],
-		       q[1], q[2], q[3], q[4], q[5], bench_waits[o->wait]);
-	else
+		       q[1], q[2], q[3], q[4], q[5]);
+		if (o->last)
+			printf("\"last\":{\"samples\":%zu,\"median\":%.3f,"
+			       "\"p99\":%.3f,\"p99_9\":%.3f},",
+			       k, w[0], w[1], w[2]);
+		printf("\"wait\":\"%s\"}\n", bench_waits[o->wait]);
+	} else {
 		printf(" %-7s %-6s %10" PRIu64 " %8zu %9.2f %9.2f %9.2f %9.2f "
 		       "%9.2f %9.2f\n",
 		       transport, bench_ops[o->op], o->size, n, q[0], q[1],
 		       q[2], q[3], q[4], q[5]);
+		if (o->last)
+			printf(" %-7s %-6s %10s %8zu %9s %9.2f %9s %9.2f "
+			       "%9.2f   (the last %zu)\n",
+			       "", "", "", k, "", w[0], "", w[1], w[2], k);
+	}
 }
 
 /*
@@ -722,6 +754,9 @@ static void bench_usage(FILE *f)
 		"      --bw          bandwidth instead of latency\n"
 		"  -t, --tx-depth N  operations in flight for --bw (default 64)\n"
 		"      --json        one JSON object on stdout\n"
+		"      --last N      also the median, p99 and p99.9 of the last\n"
+		"                    N samples (\"last\" in JSON): ucx_perftest\n"
+		"                    takes its percentiles from its last 2048\n"
 		"      --plot FILE   the latency distribution as SVG\n"
 		"      --wait HOW    spin (default) on rdmx_poll; sleep in\n"
 		"                    rdmx_cq_wait (it spins progress.wait_spin\n"
@@ -769,6 +804,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "cpu", required_argument, NULL, 9 },
 		{ "wait", required_argument, NULL, 10 },
 		{ "mem", required_argument, NULL, 11 },
+		{ "last", required_argument, NULL, 12 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -877,6 +913,11 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 						optarg);
 			cli_buf_mapped = !strcmp(optarg, "mapped");
 			break;
+		case 12:
+			if (!cli_size("bench", "--last", optarg, &o->last))
+				return 1;
+			o->last_set = true;
+			break;
 		case 'h':
 			bench_usage(stdout);
 			return -1;
@@ -889,6 +930,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	if (o->plot && (o->bw || o->all))
 		return cli_fail("bench", "--plot draws one latency run: not "
 					 "with --bw or -a");
+	if (o->last_set && (o->bw || !o->last))
+		return cli_fail("bench", "--last N: N samples of a latency "
+					 "run, at least 1; not with --bw");
 	if (o->plot) { /* a bad path fails now, not after the run */
 		FILE *f = fopen(o->plot, "w");
 

@@ -6,6 +6,10 @@
 # two-sided messages (rdmx send / ucx tag_lat / fi_pingpong) and one-sided
 # writes (rdmx write / ucx ucp_put_lat); bandwidth (GB/s, 1e9 bytes) of
 # one-sided writes at 64 KiB and 1 MiB (rdmx write --bw / ucx ucp_put_bw).
+# ucx_perftest takes its percentiles (-R) from its last 2048 iterations
+# only (its timing queue): rdmx's figures in the rows beside UCX are the
+# same, from rdmx bench --last 2048. rdmx's over the whole run come in a
+# section of their own at the end.
 # Every tool spins. Servers run on CPU 0, clients on CPU 1, inside a network
 # namespace that holds only loopback (the peers bind the wildcard address).
 # fi_pingpong reports averages only; its columns say "avg". rdmx's buffers
@@ -23,7 +27,8 @@
 # ping-pongs, memcpy); and
 # sleeping waiters: rdmx's READ with the measuring side asleep (in
 # rdmx_cq_wait, or in poll on rdmx_cq_fd) beside a blocking TCP ping-pong,
-# where each message costs a cross-core wake-up. Rows say "spin" or "sleep".
+# where each message costs a cross-core wake-up. Rows say "spin" or "sleep";
+# then rdmx's latency rows beside UCX again, over all their samples.
 #
 # usage: bench/compare.sh [--json] [--svg FILE]   (QUICK=1 for a short pass)
 #   --json  the table on stderr, and on stdout one JSON object: every row
@@ -59,6 +64,17 @@ ip link set lo up
 RDMX=build/apps/rdmx
 QUICK=${QUICK:-0}
 NL=20000 NB64=20000 NB1M=1000
+LAST=2048 # ucx_perftest's TIMING_QUEUE_SIZE: the samples its -R reads
+declare -A whole # rdmx's figure over the whole run, by row label
+whole_rows=()
+# rdmx's figure in a row beside UCX, into r: KEY (median, p99, p99_9) of
+# the last $LAST samples of JSON; the whole run's is kept for the last
+# section. Not in a $(...): that would keep nothing.
+lastkey() { # KEY LABEL JSON
+	whole["$2"]=$(jget "lat_us.$1" <<<"$3")
+	whole_rows+=("$2")
+	r=$(jget "last.$1" <<<"$3")
+}
 [ "$QUICK" = 1 ] && NL=4000 NB64=4000 NB1M=300
 port=21000
 tmp=$(mktemp -d)
@@ -157,12 +173,12 @@ for tr in shm tcp; do
 		head_row "tcp (loopback)" ucx-tcp "fi-tcp"
 	fi
 	for size in 8 4096; do
-		j=$(rdmx_run $tr --op send -s $size -n $NL)
+		j=$(rdmx_run $tr --op send -s $size -n $NL --last $LAST)
 		f=$(fi_lat $FP $FE $size)
 		for pct in 50 99; do
 			key=median
 			[ $pct = 99 ] && key=p99
-			r=$(jget "lat_us.$key" <<<"$j")
+			lastkey $key "$tr send $size B p$pct us" "$j"
 			p1=$(ucx_lat "$U1" tag_lat $size $pct)
 			fcol="$f"
 			[ $pct = 99 ] && fcol=""
@@ -173,11 +189,11 @@ for tr in shm tcp; do
 				row "send $size B p$pct us (fi avg)" "$r" "$p1" "$fcol"
 			fi
 		done
-		j=$(rdmx_run $tr --op write -s $size -n $NL)
+		j=$(rdmx_run $tr --op write -s $size -n $NL --last $LAST)
 		for pct in 50 99; do
 			key=median
 			[ $pct = 99 ] && key=p99
-			r=$(jget "lat_us.$key" <<<"$j")
+			lastkey $key "$tr write $size B p$pct us" "$j"
 			p1=$(ucx_lat "$U1" ucp_put_lat $size $pct)
 			if [ $tr = shm ]; then
 				p2=$(ucx_lat "$U2" ucp_put_lat $size $pct)
@@ -241,12 +257,12 @@ for tr in shm tcp; do
 	for op in read atomic; do
 		size=4096 ut=ucp_get extra="-O 1" name="read 4096 B"
 		[ $op = atomic ] && size=8 ut=ucp_fadd extra="" name="fadd 8 B"
-		j=$(rdmx_run $tr --op $op -s $size -n $NL)
+		j=$(rdmx_run $tr --op $op -s $size -n $NL --last $LAST)
 		for pct in 50 99 99.9; do
 			key=median
 			[ $pct = 99 ] && key=p99
 			[ $pct = 99.9 ] && key=p99_9
-			r=$(jget "lat_us.$key" <<<"$j")
+			lastkey $key "$tr $name p$pct us" "$j"
 			# shellcheck disable=SC2086
 			p1=$(ucx_batch "$U1" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
 			if [ $tr = shm ]; then
@@ -345,6 +361,13 @@ for tr in shm tcp; do
 	done
 done
 
+# The rows beside UCX again, rdmx's figure over all its samples (start-up
+# included): what rdmx bench reports by default.
+head_row "rdmx, every sample"
+for label in "${whole_rows[@]}"; do
+	row "$label" "${whole[$label]}"
+done
+
 # --svg: WRITE latency (median, one-way) against size, rdmx and UCX.
 if [ -n "$SVG" ]; then
 	: >"$tmp/curve.tsv"
@@ -424,6 +447,9 @@ echo "ratio = rdmx / peer: at or below 1 is as good or better for latency,"
 echo "at or above 1 for bandwidth. All figures from this one run. Every"
 echo "figure spins except the sleeping waiters' (rdmx sleeps per completion,"
 echo "its server spins; the tcp-block ping-pong sleeps on both sides)."
+echo "Percentiles beside UCX's are over the last $LAST samples of each run,"
+echo "as ucx_perftest takes its own; \"rdmx, every sample\" has rdmx's over"
+echo "all $NL of the same runs."
 
 if [ $JSON = 1 ]; then
 	python3 - "$tmp/rows.tsv" >&3 <<'PY'

@@ -290,6 +290,22 @@ assert 0 < l["min"] <= l["median"] <= l["p90"] <= l["p99"] <= l["p99_9"] <= l["m
 		bad "bench $t"
 	fi
 done
+# --last N: the quantiles of the last N samples too, as ucx_perftest takes
+# its own; over all of them when N covers the run.
+start "$rdmx" bench :0 --once
+if RDMX_TRANSPORT=tcp run "bench --last" 0 "$rdmx" bench "127.0.0.1:$port" --op send -n 300 --last 100 --json &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["lat_us"]; w=d["last"]
+assert w["samples"]==100 and l["min"] <= w["median"] <= w["p99"] <= w["p99_9"] <= l["max"]' "$tmp/out" &&
+	wait "$server" && start "$rdmx" bench :0 --once &&
+	RDMX_TRANSPORT=tcp run "bench --last all" 0 "$rdmx" bench "127.0.0.1:$port" --op send -n 300 --last 1000 --json &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["lat_us"]; w=d["last"]
+assert w["samples"]==300 and (w["median"], w["p99"], w["p99_9"])==(l["median"], l["p99"], l["p99_9"])' "$tmp/out" &&
+	wait "$server"; then
+	ok "bench --last: quantiles of the last N samples, all of them when N covers the run"
+else
+	bad "bench --last"
+fi
+one_line "bench --last with --bw" "not with --bw" "$rdmx" bench 127.0.0.1:1 --bw --last 10
 # --wait: the client sleeps (rdmx_cq_wait, or poll on rdmx_cq_fd) for each
 # completion; the JSON says how it waited.
 for w in sleep fd; do
