@@ -490,3 +490,17 @@ void harness_usage(long *fds, long *rss)
 	if (d)
 		closedir(d);
 }
+
+long harness_syscw(void)
+{
+	FILE *f = fopen("/proc/self/io", "r");
+	char line[128];
+	long v = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "syscw: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}

@@ -152,6 +152,9 @@ int harness_free_port(void);
 
 /* This process's open descriptors and resident bytes, from /proc. */
 void harness_usage(long *fds, long *rss);
+/* Write system calls of this process so far (/proc/self/io syscw), or -1.
+ */
+long harness_syscw(void);
 
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);

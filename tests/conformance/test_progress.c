@@ -3,7 +3,6 @@
  * progress thread again. */
 #include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -264,21 +263,6 @@ static void test_progress_sleepers_ping_pong_no_thread(void **state)
 	sleepers_ping_pong("off");
 }
 
-/* Write system calls of this process so far (/proc/self/io syscw). */
-static long syscw(void)
-{
-	FILE *f = fopen("/proc/self/io", "r");
-	char line[128];
-	long v = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "syscw: %ld", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
-}
-
 /* Spin (never sleep) for a RECV; SENDs completing meanwhile are taken. */
 static void spin_recv(struct rdmx_cq *cq)
 {
@@ -368,13 +352,13 @@ static void test_progress_new_conn_spinning_no_doorbells(void **state)
 	sg = sge_of(&in, 0, in.len);
 	assert_int_equal(rdmx_post_recv(c2, &sg, 1, 0), RDMX_OK);
 	for (w = 1; w <= WINDOWS; w++) {
-		w0 = syscw();
+		w0 = harness_syscw();
 		assert_true(w0 >= 0);
 		for (int i = 0; i < N; i++) {
 			spin_message(c2, a.conn, p.s.cq, &out, &sin);
 			spin_message(a.conn, c2, p.c.cq, &sout, &in);
 		}
-		writes = syscw() - w0;
+		writes = harness_syscw() - w0;
 		if (writes < N / 10)
 			break;
 	}

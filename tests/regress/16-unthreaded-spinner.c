@@ -11,7 +11,6 @@
  */
 #include <poll.h>
 #include <sys/epoll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,21 +18,6 @@
 #include "shm.h"
 
 enum { WARM = 100, N = 1000 };
-
-/* Write system calls of this process so far (/proc/self/io syscw). */
-static long syscw(void)
-{
-	FILE *f = fopen("/proc/self/io", "r");
-	char line[128];
-	long v = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "syscw: %ld", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
-}
 
 /* Take what @cq holds (never sleep): SEND completions; true on a RECV. */
 static bool take(struct rdmx_cq *cq)
@@ -96,13 +80,13 @@ static void ping_pong(const char *transport)
 		message(p.sconn, p.s.cq, p.cconn, p.c.cq, &sout, &cin);
 	}
 	tx0 = to_sw_conn(p.cconn)->tx_total;
-	w0 = syscw();
+	w0 = harness_syscw();
 	assert_true(w0 >= 0);
 	for (int i = 0; i < N; i++) {
 		message(p.cconn, p.c.cq, p.sconn, p.s.cq, &cout, &sin);
 		message(p.sconn, p.s.cq, p.cconn, p.c.cq, &sout, &cin);
 	}
-	writes = syscw() - w0;
+	writes = harness_syscw() - w0;
 	per_msg = (double)(to_sw_conn(p.cconn)->tx_total - tx0) / N;
 	print_message("%s, no progress thread: %d messages each way, %.1f "
 		      "bytes sent per message, %ld write calls\n",
