@@ -136,7 +136,8 @@ static const struct rdmx_config_row rdmx_config_keys[] = {
 	{ "progress.thread", "on", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(progress_thread),
 	  "Serve one-sided operations from a background thread; off means "
-	  "only rdmx_poll and rdmx_cq_wait drive progress." },
+	  "only rdmx_poll and rdmx_cq_wait drive progress (over shm and tcp "
+	  "a caller that spins on rdmx_poll is as fast either way)." },
 	{ "progress.use_event_channel", "on", RDMX_CFG_BOOL, 0, 0, NULL,
 	  RDMX_CFG_FIELD(progress_use_event_channel),
 	  "on: rdmx_cq_wait sleeps on events after progress.wait_spin; off: "
