@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * rdmx kv bench HOST[:PORT] - load an rdmx kv server from client threads,
- * each with its own context and connection, each keeping --pipeline
+ * rdmx kv bench HOST[:PORT] - load an rdmx kv server from client threads
+ * on one context, each client with its own connection keeping --pipeline
  * requests in flight (the async API, spinning on completions), and report
  * ops/s, MB/s and latency per operation. Every value GET returns is
  * checked: it names its key and version, and its bytes follow from them.
@@ -30,7 +30,9 @@ struct kvb_thread {
 	/* Every thread's clients connected: then the clock starts, as
 	 * redis-benchmark's does once its clients are. */
 	pthread_barrier_t *connected;
-	struct rdmx_ctx *ctx; /* one for all: one progress thread */
+	/* One for all: one progress thread. A context per thread measured
+	 * the same (tcp, 32 clients, GETs of 4 KiB, 4 alternating runs). */
+	struct rdmx_ctx *ctx;
 	int id;
 	uint64_t nthreads;
 	pthread_t t;
