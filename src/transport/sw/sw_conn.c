@@ -217,6 +217,10 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 		return RDMX_ERR_NOMEM;
 	}
 	rdmx_conn_init(&c->base, e->ctx, e->tp->ops, attr);
+	/* Ops: our requests, and answers and ACKs to the peer's. */
+	c->ops.max = e->ctx->cfg.conn_max_send_wr +
+		     e->ctx->cfg.conn_max_peer_requests;
+	c->recvs.max = e->ctx->cfg.conn_max_recv_wr;
 	c->tctx = e;
 	c->fd = fd;
 	c->fd2 = fd2;

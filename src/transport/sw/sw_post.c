@@ -26,7 +26,7 @@ void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size)
 
 void rdmx_sw_cache_put(struct rdmx_sw_cache *k, void *p)
 {
-	if (k->n >= RDMX_SW_CACHE) {
+	if (k->n >= k->max) {
 		free(p);
 		return;
 	}
