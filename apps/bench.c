@@ -48,10 +48,12 @@ struct bench_opts {
 	int cpu; /* --cpu: the CPU this thread runs on, or -1 */
 	enum cli_wait_how wait; /* --wait: how completions are waited for */
 	uint64_t last; /* --last: also the quantiles of the last N samples */
-	bool last_set;
 };
 
 static const char *const bench_waits[] = { "spin", "sleep", "fd" };
+
+#define BENCH_LAST_USE                                                         \
+	"--last N: N samples of a latency run, at least 1; not with --bw"
 
 /*
  * --cpu: pin the calling thread, after rdmx_ctx_create so that the
@@ -916,7 +918,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 12:
 			if (!cli_size("bench", "--last", optarg, &o->last))
 				return 1;
-			o->last_set = true;
+			if (!o->last)
+				return cli_fail("bench", BENCH_LAST_USE);
 			break;
 		case 'h':
 			bench_usage(stdout);
@@ -930,9 +933,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	if (o->plot && (o->bw || o->all))
 		return cli_fail("bench", "--plot draws one latency run: not "
 					 "with --bw or -a");
-	if (o->last_set && (o->bw || !o->last))
-		return cli_fail("bench", "--last N: N samples of a latency "
-					 "run, at least 1; not with --bw");
+	if (o->last && o->bw)
+		return cli_fail("bench", BENCH_LAST_USE);
 	if (o->plot) { /* a bad path fails now, not after the run */
 		FILE *f = fopen(o->plot, "w");
 

@@ -402,30 +402,34 @@ void harness_children(int argc, char **argv, const struct child *table)
 }
 
 /*
- * In a child: die with the test process. A test that failed, or that
- * ctest killed at its timeout (SIGKILL: no handler runs), left its
- * children running, still holding ports and CPU for the tests after it.
- * The signal comes when the forking thread ends: tests fork from their
- * main thread. @parent exiting before the prctl is checked after it.
+ * The child dies with the test process. A test that failed, or that ctest
+ * killed at its timeout (SIGKILL: no handler runs), left its children
+ * running, still holding ports and CPU for the tests after it. The
+ * signal comes when the forking thread ends: tests fork from their main
+ * thread. The parent exiting before the prctl is checked after it.
  */
-void harness_die_with(pid_t parent)
+pid_t harness_fork(void)
 {
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+	pid_t pid, parent = getpid();
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0 &&
+	    (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
 		_exit(127);
+	return pid;
 }
 
 pid_t spawn(const char *name, int port, int flag)
 {
 	char p[16], f[16];
-	pid_t pid, parent = getpid();
+	pid_t pid;
 
 	snprintf(p, sizeof(p), "%d", port);
 	snprintf(f, sizeof(f), "%d", flag);
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
+	pid = harness_fork();
 	if (pid == 0) {
-		harness_die_with(parent);
 		execl("/proc/self/exe", "child", "--rdmx-child", name, p, f,
 		      (char *)NULL);
 		_exit(127);
@@ -435,15 +439,10 @@ pid_t spawn(const char *name, int port, int flag)
 
 pid_t spawn_fork(int (*fn)(void *), void *arg)
 {
-	pid_t pid, parent = getpid();
+	pid_t pid = harness_fork();
 
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		harness_die_with(parent);
+	if (pid == 0)
 		_exit(fn(arg));
-	}
 	return pid;
 }
 

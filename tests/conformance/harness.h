@@ -134,11 +134,13 @@ struct child {
 };
 
 void harness_children(int argc, char **argv, const struct child *table);
-/* Children die with the test process (killed by ctest at its timeout
- * too). */
+/*
+ * fork(), from the test's main thread, of a child that dies with the test
+ * process (killed by ctest at its timeout too). spawn and spawn_fork
+ * make theirs with it.
+ */
+pid_t harness_fork(void);
 pid_t spawn(const char *name, int port, int flag);
-/* In a child forked from the test's main thread (@parent): the same. */
-void harness_die_with(pid_t parent);
 /* fork only, for children that need the parent's memory (namespaces). */
 pid_t spawn_fork(int (*fn)(void *), void *arg);
 /* Wait for @pid; assert it exited 0. */

@@ -82,7 +82,6 @@ static void etcd_member_start(struct etcd *e, int i)
 	char name[16], data[128], curl[64], purl[64], cluster[256] = "",
 						      log[160];
 	size_t len = 0;
-	pid_t parent = getpid();
 
 	snprintf(name, sizeof(name), "m%d", i);
 	snprintf(data, sizeof(data), "%s/%s", e->dir, name);
@@ -93,13 +92,11 @@ static void etcd_member_start(struct etcd *e, int i)
 		len += (size_t)snprintf(cluster + len, sizeof(cluster) - len,
 					"%sm%d=http://127.0.0.1:%d",
 					j ? "," : "", j, e->peer[j]);
-	e->pid[i] = fork();
-	assert_true(e->pid[i] >= 0);
+	e->pid[i] = harness_fork();
 	if (!e->pid[i]) {
 		FILE *f = freopen(log, "w", stdout);
 
 		(void)f;
-		harness_die_with(parent);
 		dup2(1, 2);
 		execl(ETCD_BIN, ETCD_BIN, "--name", name, "--data-dir", data,
 		      "--listen-client-urls", curl, "--advertise-client-urls",

@@ -99,6 +99,8 @@ struct rdmx_sw_pipe {
 };
 
 /* Per-context state: one epoll set and, by default, one progress thread. */
+#define RDMX_SW_STAMP_MIN 8
+
 struct rdmx_sw_ctx {
 	struct rdmx_ctx *ctx;
 	const struct rdmx_sw_transport *tp;
@@ -120,7 +122,7 @@ struct rdmx_sw_ctx {
 	 */
 	_Atomic uint64_t app_poll_us;
 	_Atomic unsigned app_polls;
-	_Atomic unsigned stamp_every; /* rdmx_sw_polled */
+	_Atomic unsigned stamp_every; /* rdmx_sw_polled; from STAMP_MIN */
 	_Atomic unsigned empty_polls; /* rdmx_sw_empty_poll */
 	atomic_bool backing_off;
 	/*

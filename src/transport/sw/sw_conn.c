@@ -21,6 +21,7 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 		return RDMX_ERR_NOMEM;
 	tctx->ctx = ctx;
 	tctx->tp = tp;
+	atomic_init(&tctx->stamp_every, RDMX_SW_STAMP_MIN);
 	pthread_mutex_init(&tctx->slots_lock, NULL);
 	tctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (tctx->epfd < 0) {

@@ -890,26 +890,23 @@ static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
 			       bool kick)
 {
 	const struct rdmx_sw_pipe *pipe = tctx->tp->pipe;
-	bool membarrier = false, ready = false;
+	bool changed, arming = false, membarrier = false, ready = false;
 	uint64_t one = 1;
 
 	if (atomic_load_explicit(&tctx->backing_off, memory_order_relaxed) ==
 	    spinning)
 		return;
 	pthread_mutex_lock(&tctx->slots_lock);
-	if (atomic_load(&tctx->backing_off) != spinning) {
+	changed = atomic_load(&tctx->backing_off) != spinning;
+	if (changed)
 		atomic_store(&tctx->backing_off, spinning);
-		if (pipe->arm)
-			membarrier = rdmx_sw_arm_each(tctx, !spinning);
+	if (changed && pipe->arm) {
+		membarrier = rdmx_sw_arm_each(tctx, !spinning);
+		arming = !spinning;
 	}
-	pthread_mutex_unlock(&tctx->slots_lock);
-	if (spinning || !pipe->arm)
-		return;
-	rdmx_sw_fence_armed(membarrier);
-	if (!kick)
-		return;
-	pthread_mutex_lock(&tctx->slots_lock);
-	for (uint32_t i = 0; i < tctx->nslots && !ready; i++)
+	if (arming)
+		rdmx_sw_fence_armed(membarrier);
+	for (uint32_t i = 0; arming && kick && i < tctx->nslots && !ready; i++)
 		ready = tctx->slots[i] && pipe->ready(tctx->slots[i]);
 	pthread_mutex_unlock(&tctx->slots_lock);
 	/* Drained by the next progress call (rdmx_sw_handle). */
@@ -1051,7 +1048,6 @@ int rdmx_sw_progress(void *priv, bool spinning)
  * for gone once, and the thread serves a while (no harm but speed).
  * Plain loads and stores: a count lost to a race costs nothing.
  */
-#define RDMX_SW_STAMP_MIN 8
 #define RDMX_SW_STAMP_MAX 1024
 
 void rdmx_sw_polled(void *priv)
@@ -1066,14 +1062,14 @@ void rdmx_sw_polled(void *priv)
 	atomic_store_explicit(&tctx->app_polls, n + 1, memory_order_relaxed);
 	every = atomic_load_explicit(&tctx->stamp_every, memory_order_relaxed);
 	last = atomic_load_explicit(&tctx->app_poll_us, memory_order_relaxed);
-	if (n % (every ? every : RDMX_SW_STAMP_MIN) && last)
+	if (n % every && last)
 		return;
 	now = rdmx_now_us();
 	atomic_store_explicit(&tctx->app_poll_us, now, memory_order_relaxed);
 	if (!last || now - last > quiet / 4)
 		every = RDMX_SW_STAMP_MIN;
 	else if (now - last < quiet / 8 && every < RDMX_SW_STAMP_MAX)
-		every = every ? every * 2 : RDMX_SW_STAMP_MIN;
+		every *= 2;
 	atomic_store_explicit(&tctx->stamp_every, every, memory_order_relaxed);
 }
 

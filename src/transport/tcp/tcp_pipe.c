@@ -74,10 +74,9 @@ static void rdmx_tcp_rx_wait(struct rdmx_sw_conn *c, uint64_t bytes)
 	int v = 1, buf = 0;
 	socklen_t len = sizeof(buf);
 
+	/* (0 counts as 1 for the kernel) */
 	if (bytes && !getsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &buf, &len))
 		v = bytes < (uint64_t)buf / 4 ? (int)bytes : buf / 4;
-	if (v < 1)
-		v = 1;
 	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
 		rdmx_debug("tcp: SO_RCVLOWAT %d: %m", v);
 }
