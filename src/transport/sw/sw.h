@@ -131,6 +131,10 @@ struct rdmx_sw_ctx {
 	 * takes whole, so a release walks those, not every connection.
 	 */
 	_Atomic(struct rdmx_sw_conn *) held;
+	/* Those whose ACKs ride with requests (acks_ride), and the
+	 * spinner's calls since the last release of them. */
+	_Atomic(struct rdmx_sw_conn *) held_ride;
+	_Atomic unsigned held_calls;
 
 	/*
 	 * epoll carries a key (generation << 32 | slot + 1), never a pointer:
@@ -266,6 +270,7 @@ struct rdmx_sw_conn {
 	 * pipe found the peer's host silent.
 	 */
 	uint64_t rx_total, tx_total, seen_rx, seen_tx;
+	uint64_t tx_sends; /* pipe sendv calls that sent (tests read it) */
 	uint64_t heard_us, moved_us, sent_us;
 	unsigned suspect;
 
@@ -289,6 +294,15 @@ struct rdmx_sw_conn {
 	 * (after progress.idle_after, at most RDMX_SW_LOOK_US late).
 	 */
 	bool acks_held;
+	/*
+	 * acks_ride: the caller posts on this connection soon after input,
+	 * so its held ACKs wait for that request (up to RDMX_SW_HOLD_CALLS
+	 * progress calls) instead of leaving at the next call. Learnt:
+	 * acks_alone says the last held ones left on their own, and a
+	 * request posted after that sets acks_ride.
+	 */
+	bool acks_ride, acks_alone;
+	unsigned held_at; /* tctx->held_calls when acks_held was set */
 	atomic_bool held_listed; /* on tctx->held */
 	struct rdmx_sw_conn *next_held;
 
@@ -494,8 +508,11 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq);
 void rdmx_sw_tx_progress(struct rdmx_sw_conn *c);
 /* The same; with @hold, a transmit queue of bare ACKs waits (acks_held). */
 void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold);
-/* Send the ACKs connections hold back (every progress call; no lock). */
+/* Send the ACKs connections hold back (no lock). */
 void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx);
+/* The same, from a spinner's progress call: ACKs that ride wait up to
+ * RDMX_SW_HOLD_CALLS calls. */
+void rdmx_sw_release_acks_due(struct rdmx_sw_ctx *tctx);
 /* A zeroed object of @size from @k, or from the heap; NULL when out of
  * memory. */
 void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size);

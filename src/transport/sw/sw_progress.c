@@ -1010,13 +1010,16 @@ int rdmx_sw_progress(void *priv, bool spinning)
 	bool hold;
 	int n;
 
-	rdmx_sw_release_acks(tctx);
 	if (!tctx->thread_running)
 		rdmx_sw_unthreaded(tctx, spinning, false);
 	else if (spinning)
 		rdmx_sw_polled(tctx);
 	hold = spinning &&
 	       atomic_load_explicit(&tctx->backing_off, memory_order_relaxed);
+	if (hold)
+		rdmx_sw_release_acks_due(tctx);
+	else
+		rdmx_sw_release_acks(tctx);
 	if (tctx->tp->pipe->ready) {
 		n = rdmx_sw_poll_ready(tctx, hold);
 		if (n)
