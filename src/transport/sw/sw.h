@@ -324,6 +324,9 @@ struct rdmx_sw_conn {
 	bool srq_revoke; /* a REVOKE is due */
 	bool srq_revoking; /* one is out: no grants until the RETURN */
 	bool srq_kick; /* has a frame to send: kick after unlocking */
+	/* srq_pending or srq_revoke set, for its transmit to take. Set
+	 * under srq->lock; read without it (rdmx_sw_srq_tx). */
+	atomic_bool srq_due;
 
 	/* receive state: a header, then its payload */
 	uint8_t rxbuf[RDMX_SW_RXBUF];
@@ -374,6 +377,13 @@ struct rdmx_sw_srq {
 	uint32_t reserved; /* of them, promised as credits */
 	struct rdmx_sw_conn *links;
 	struct rdmx_sw_conn *cursor; /* where the next demand round starts */
+	/*
+	 * Of the links: those that want credits, and those that hold none
+	 * and are not being revoked from (rdmx_sw_srq_tally). With neither,
+	 * balancing has nothing to do and walks no link.
+	 */
+	uint32_t wanting, bare;
+	uint64_t visits; /* links balancing looked at (tests read it) */
 	struct rdmx_sw_srq *all_next; /* in the process's list of srqs */
 	atomic_bool kick; /* some srq_kick is set */
 	/*

@@ -206,13 +206,16 @@ static bool rdmx_sw_rq_ready(struct rdmx_sw_conn *c)
 	return c->srq ? rdmx_sw_srq_ready(c) : c->rq_head != NULL;
 }
 
-/* Take the RECV it spends, from the srq or our own queue. */
+/* Take the RECV it spends, from the srq or our own queue; NULL when the
+ * peer held no credit. */
 static struct rdmx_sw_recv *rdmx_sw_rq_pop(struct rdmx_sw_conn *c)
 {
 	struct rdmx_sw_recv *r = c->rq_head;
 
 	if (c->srq)
 		return rdmx_sw_srq_take(c);
+	if (!r)
+		return NULL;
 	c->rq_head = r->next;
 	if (!c->rq_head)
 		c->rq_tail = NULL;
@@ -224,11 +227,11 @@ static struct rdmx_sw_recv *rdmx_sw_rq_pop(struct rdmx_sw_conn *c)
 
 static void rdmx_sw_rx_send(struct rdmx_sw_conn *c)
 {
-	if (!rdmx_sw_rq_ready(c)) {
+	c->rx_recv = rdmx_sw_rq_pop(c);
+	if (!c->rx_recv) {
 		rdmx_sw_proto_fail(c, "SEND without a credit");
 		return;
 	}
-	c->rx_recv = rdmx_sw_rq_pop(c);
 	if (c->rx_recv->revoked) {
 		rdmx_warn("a SEND from %s took a RECV whose region was "
 			  "deregistered: the connection ends (as a NIC's "

@@ -16,6 +16,11 @@
  * own lock. A connection that is not the caller's is "kicked" after the
  * caller drops its connection lock (rdmx_sw_unlock): two connection locks
  * are never held at once.
+ * Balancing walks the links only while some want credits or hold none
+ * (the tallies wanting and bare). Under steady request/response traffic a
+ * taken RECV's credit goes straight back to its connection, and a RECV
+ * posted finds nothing to do: every RECV taken or posted had walked all
+ * links, a quarter of an rdmx kv server's time with 32 clients.
  */
 #include <stdlib.h>
 
@@ -28,13 +33,32 @@ static uint32_t rdmx_sw_srq_spare(const struct rdmx_sw_srq *s)
 	return s->count - s->reserved;
 }
 
+/*
+ * Count @l into the srq's tallies (@sign 1) or out of them (-1): around
+ * every change of its srq_want, srq_held or srq_revoking.
+ */
+static void rdmx_sw_srq_tally(struct rdmx_sw_srq *s,
+			      const struct rdmx_sw_conn *l, int sign)
+{
+	s->wanting += (uint32_t)(sign * (l->srq_want != 0));
+	s->bare += (uint32_t)(sign * (!l->srq_held && !l->srq_revoking));
+}
+
+static void rdmx_sw_srq_kick(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
+{
+	l->srq_kick = true;
+	atomic_store_explicit(&l->srq_due, true, memory_order_relaxed);
+	atomic_store(&s->kick, true);
+}
+
 static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
 {
+	rdmx_sw_srq_tally(s, l, -1);
 	l->srq_pending++;
 	l->srq_held++;
+	rdmx_sw_srq_tally(s, l, 1);
 	s->reserved++;
-	l->srq_kick = true;
-	atomic_store(&s->kick, true);
+	rdmx_sw_srq_kick(s, l);
 }
 
 /* The link after @l, wrapping around. */
@@ -55,20 +79,20 @@ static bool rdmx_sw_srq_serve_demand(struct rdmx_sw_srq *s)
 		served = false;
 		l = start = s->cursor ? s->cursor : s->links;
 		do {
+			s->visits++;
 			if (l->srq_want && !l->srq_revoking &&
 			    rdmx_sw_srq_spare(s)) {
 				rdmx_sw_srq_give(s, l);
+				rdmx_sw_srq_tally(s, l, -1);
 				l->srq_want--;
+				rdmx_sw_srq_tally(s, l, 1);
 				s->cursor = rdmx_sw_srq_next(s, l);
 				served = true;
 			}
 			l = rdmx_sw_srq_next(s, l);
 		} while (l != start);
 	}
-	for (l = s->links; l; l = l->srq_next)
-		if (l->srq_want)
-			return true;
-	return false;
+	return s->wanting != 0;
 }
 
 static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
@@ -77,19 +101,25 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 
 	if (!s->links)
 		return;
-	if (rdmx_sw_srq_serve_demand(s)) {
+	if (s->wanting && rdmx_sw_srq_serve_demand(s)) {
 		/* Step 2: someone waits and nothing is spare. */
-		for (l = s->links; l; l = l->srq_next)
+		for (l = s->links; l; l = l->srq_next) {
+			s->visits++;
 			if (l->srq_held && !l->srq_want && !l->srq_revoking) {
+				rdmx_sw_srq_tally(s, l, -1);
 				l->srq_revoke = l->srq_revoking = true;
-				l->srq_kick = true;
-				atomic_store(&s->kick, true);
+				rdmx_sw_srq_tally(s, l, 1);
+				rdmx_sw_srq_kick(s, l);
 			}
+		}
 	} else {
 		/* Step 3: a standing credit for each idle peer. */
-		for (l = s->links; l && rdmx_sw_srq_spare(s); l = l->srq_next)
+		for (l = s->links; l && s->bare && rdmx_sw_srq_spare(s);
+		     l = l->srq_next) {
+			s->visits++;
 			if (!l->srq_held && !l->srq_revoking)
 				rdmx_sw_srq_give(s, l);
+		}
 	}
 }
 
@@ -146,6 +176,7 @@ void rdmx_sw_srq_attach(struct rdmx_sw_conn *c)
 	c->srq = s;
 	c->srq_next = s->links;
 	s->links = c;
+	rdmx_sw_srq_tally(s, c, 1);
 	rdmx_sw_srq_balance(s);
 	c->srq_kick = false; /* sent below */
 	pthread_mutex_unlock(&s->lock);
@@ -167,9 +198,11 @@ void rdmx_sw_srq_detach(struct rdmx_sw_conn *c)
 	*pp = c->srq_next;
 	if (s->cursor == c)
 		s->cursor = NULL;
+	rdmx_sw_srq_tally(s, c, -1);
 	s->reserved -= c->srq_held;
 	c->srq_held = c->srq_want = c->srq_pending = 0;
 	c->srq_kick = c->srq_revoke = false;
+	atomic_store_explicit(&c->srq_due, false, memory_order_relaxed);
 	rdmx_sw_srq_balance(s);
 	pthread_mutex_unlock(&s->lock);
 	/* c->srq stays: rdmx_sw_unlock still sends the others' grants. */
@@ -188,17 +221,26 @@ bool rdmx_sw_srq_ready(struct rdmx_sw_conn *c)
 struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 {
 	struct rdmx_sw_srq *s = c->srq;
-	struct rdmx_sw_recv *r;
+	struct rdmx_sw_recv *r = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	r = s->head;
-	s->head = r->next;
-	if (!s->head)
-		s->tail = NULL;
-	s->count--;
-	s->reserved--;
-	c->srq_held--;
-	rdmx_sw_srq_balance(s);
+	if (c->srq_held - c->srq_pending > 0) {
+		r = s->head;
+		s->head = r->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->count--;
+		s->reserved--;
+		rdmx_sw_srq_tally(s, c, -1);
+		c->srq_held--;
+		rdmx_sw_srq_tally(s, c, 1);
+		/* Its standing credit back first: that is what balancing
+		 * would give, and then it has no link to look for. */
+		if (!s->wanting && !c->srq_held && !c->srq_revoking &&
+		    rdmx_sw_srq_spare(s))
+			rdmx_sw_srq_give(s, c);
+		rdmx_sw_srq_balance(s);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
@@ -233,6 +275,7 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 		 * revoked from.
 		 */
 		on_way = c->granted_total - h->arg1 + c->grant + c->srq_pending;
+		rdmx_sw_srq_tally(s, c, -1);
 		c->srq_want = h->arg0 > on_way ? (uint32_t)(h->arg0 - on_way)
 					       : 0;
 		/*
@@ -241,6 +284,7 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 		 * hoard the pool (a peer that wants is never revoked from).
 		 */
 		c->srq_want = (uint32_t)rdmx_sw_srq_cap(c, c->srq_want);
+		rdmx_sw_srq_tally(s, c, 1);
 	} else if (h->arg0 > c->srq_held - c->srq_pending) {
 		pthread_mutex_unlock(&s->lock);
 		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
@@ -250,9 +294,11 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 			   (unsigned long long)h->arg0);
 		return;
 	} else {
+		rdmx_sw_srq_tally(s, c, -1);
 		c->srq_held -= (uint32_t)h->arg0;
 		s->reserved -= (uint32_t)h->arg0;
 		c->srq_revoking = false;
+		rdmx_sw_srq_tally(s, c, 1);
 	}
 	rdmx_sw_srq_balance(s);
 	pthread_mutex_unlock(&s->lock);
@@ -265,12 +311,16 @@ void rdmx_sw_srq_tx(struct rdmx_sw_conn *c)
 				 .op = RDMX_SW_CREDIT_REVOKE };
 	bool revoke;
 
+	/* Nothing decided for it: no lock (a decision racing this sets
+	 * the flag, and its kick brings us back). */
+	if (!atomic_load_explicit(&c->srq_due, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&s->lock);
 	c->grant += c->srq_pending;
 	c->srq_pending = 0;
 	revoke = c->srq_revoke;
-	c->srq_revoke = false;
-	c->srq_kick = false;
+	c->srq_kick = c->srq_revoke = false;
+	atomic_store_explicit(&c->srq_due, false, memory_order_relaxed);
 	pthread_mutex_unlock(&s->lock);
 	if (revoke)
 		rdmx_sw_answer(c, &h, NULL, NULL);
