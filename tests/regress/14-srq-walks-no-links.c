@@ -6,7 +6,9 @@
  * them (three rounds over the list, under the srq's lock): with 32 rdmx
  * kv clients over shm, that walk and the lock took a quarter of the
  * server's time (perf: rdmx_sw_srq_balance 8.9%, pthread_mutex_lock and
- * unlock 15.5%).
+ * unlock 15.5%). Then the credit given back still "kicked" its
+ * connection, and the kick walked all links to find it (32 per SEND),
+ * though the connection's own transmit was about to send it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,7 +165,7 @@ static void steady(const char *transport)
 		      "per SEND\n",
 		      transport, M, per_send);
 	/* Before: 192 (three rounds over the 32 links per RECV taken, and
-	 * three per RECV posted). */
+	 * three per RECV posted); then 32 (the kick). */
 	assert_true(per_send < 2);
 	check_tallies(&v);
 	srv_close(&v);

@@ -383,7 +383,7 @@ struct rdmx_sw_srq {
 	 * balancing has nothing to do and walks no link.
 	 */
 	uint32_t wanting, bare;
-	uint64_t visits; /* links balancing looked at (tests read it) */
+	uint64_t visits; /* links balancing and kicks looked at (tests) */
 	struct rdmx_sw_srq *all_next; /* in the process's list of srqs */
 	atomic_bool kick; /* some srq_kick is set */
 	/*

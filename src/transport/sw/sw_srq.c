@@ -51,14 +51,25 @@ static void rdmx_sw_srq_kick(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
 	atomic_store(&s->kick, true);
 }
 
-static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
+/* One credit to @l; with @kick, after unlocking (not for the connection
+ * whose lock the caller holds and sends from). */
+static void rdmx_sw_srq_grant(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l,
+			      bool kick)
 {
 	rdmx_sw_srq_tally(s, l, -1);
 	l->srq_pending++;
 	l->srq_held++;
 	rdmx_sw_srq_tally(s, l, 1);
 	s->reserved++;
-	rdmx_sw_srq_kick(s, l);
+	if (kick)
+		rdmx_sw_srq_kick(s, l);
+	else
+		atomic_store_explicit(&l->srq_due, true, memory_order_relaxed);
+}
+
+static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
+{
+	rdmx_sw_srq_grant(s, l, true);
 }
 
 /* The link after @l, wrapping around. */
@@ -138,6 +149,7 @@ static void rdmx_sw_srq_kicks(struct rdmx_sw_srq *s)
 		atomic_store(&s->kick, false);
 		for (struct rdmx_sw_conn *l = s->links;
 		     l && n < RDMX_SW_KICK_BATCH; l = l->srq_next) {
+			s->visits++;
 			if (!l->srq_kick)
 				continue;
 			l->srq_kick = false;
@@ -234,11 +246,16 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 		rdmx_sw_srq_tally(s, c, -1);
 		c->srq_held--;
 		rdmx_sw_srq_tally(s, c, 1);
-		/* Its standing credit back first: that is what balancing
-		 * would give, and then it has no link to look for. */
+		/*
+		 * Its standing credit back first: that is what balancing
+		 * would give, and then it has no link to look for. No kick:
+		 * the input being served ends in a transmit of @c (held
+		 * for its answer to carry, when the caller spins), not in a
+		 * frame of its own and a walk for the kicked.
+		 */
 		if (!s->wanting && !c->srq_held && !c->srq_revoking &&
 		    rdmx_sw_srq_spare(s))
-			rdmx_sw_srq_give(s, c);
+			rdmx_sw_srq_grant(s, c, false);
 		rdmx_sw_srq_balance(s);
 	}
 	pthread_mutex_unlock(&s->lock);
