@@ -327,6 +327,9 @@ struct rdmx_sw_conn {
 	/* srq_pending or srq_revoke set, for its transmit to take. Set
 	 * under srq->lock; read without it (rdmx_sw_srq_tx). */
 	atomic_bool srq_due;
+	/* The srq's RECVs it spent: back to the srq's cache at its next take
+	 * (under the srq lock it takes anyway). */
+	struct rdmx_sw_recv *srq_spent;
 
 	/* receive state: a header, then its payload */
 	uint8_t rxbuf[RDMX_SW_RXBUF];
@@ -384,6 +387,7 @@ struct rdmx_sw_srq {
 	 */
 	uint32_t wanting, bare;
 	uint64_t visits; /* links balancing and kicks looked at (tests) */
+	struct rdmx_sw_cache recvs; /* spent RECVs, up to the srq's max_wr */
 	struct rdmx_sw_srq *all_next; /* in the process's list of srqs */
 	atomic_bool kick; /* some srq_kick is set */
 	/*
@@ -505,9 +509,12 @@ rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 			      int n, int *posted_p);
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 			      int num_sge, uint64_t wr_id);
-/* A RECV of the checked @sg, or NULL when out of memory. */
-struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
-				      uint64_t wr_id);
+/* Fill a zeroed RECV with the checked @sg. */
+void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
+		       int num_sge, uint64_t wr_id);
+/* A RECV that completed: back to where it came from (our cache, or the
+ * srq's by way of srq_spent). */
+void rdmx_sw_recv_spent(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r);
 /* Queue an answer or control frame (ACK, NAK, READ_RESP, ATOMIC_RESP,
  * CREDIT); on failure the connection is dead. */
 rdmx_status rdmx_sw_answer(struct rdmx_sw_conn *c, struct rdmx_sw_hdr *h,

@@ -168,6 +168,12 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 	c->tctx->tp->pipe->destroy(c);
 	rdmx_sw_cache_free(&c->ops);
 	rdmx_sw_cache_free(&c->recvs);
+	while (c->srq_spent) {
+		struct rdmx_sw_recv *r = c->srq_spent;
+
+		c->srq_spent = r->next;
+		free(r);
+	}
 	free(c);
 }
 

@@ -560,9 +560,8 @@ rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 	return st;
 }
 
-/* Fill a zeroed RECV. */
-static void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
-			      int num_sge, uint64_t wr_id)
+void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
+		       int num_sge, uint64_t wr_id)
 {
 	r->wr_id = wr_id;
 	r->niov = num_sge;
@@ -574,14 +573,14 @@ static void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
 	}
 }
 
-struct rdmx_sw_recv *rdmx_sw_recv_new(const struct rdmx_sge *sg, int num_sge,
-				      uint64_t wr_id)
+void rdmx_sw_recv_spent(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r)
 {
-	struct rdmx_sw_recv *r = calloc(1, sizeof(*r));
-
-	if (r)
-		rdmx_sw_recv_fill(r, sg, num_sge, wr_id);
-	return r;
+	if (c->srq) {
+		r->next = c->srq_spent;
+		c->srq_spent = r;
+		return;
+	}
+	rdmx_sw_cache_put(&c->recvs, r);
 }
 
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,

@@ -623,7 +623,7 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 					 h->length, 0);
 			rdmx_sw_ack(c, h->seq);
 		}
-		rdmx_sw_cache_put(&c->recvs, r);
+		rdmx_sw_recv_spent(c, r);
 		break;
 	case RDMX_SW_WRITE:
 	case RDMX_SW_WRITE_IMM:
@@ -637,7 +637,7 @@ static void rdmx_sw_rx_done(struct rdmx_sw_conn *c)
 			r = rdmx_sw_rq_pop(c);
 			rdmx_sw_complete(c, r->wr_id, RDMX_OP_RECV_IMM, RDMX_OK,
 					 h->length, (uint32_t)h->arg0);
-			rdmx_sw_cache_put(&c->recvs, r);
+			rdmx_sw_recv_spent(c, r);
 		}
 		rdmx_sw_ack(c, h->seq);
 		break;

@@ -236,6 +236,12 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 	struct rdmx_sw_recv *r = NULL;
 
 	pthread_mutex_lock(&s->lock);
+	while (c->srq_spent) {
+		r = c->srq_spent;
+		c->srq_spent = r->next;
+		rdmx_sw_cache_put(&s->recvs, r);
+	}
+	r = NULL;
 	if (c->srq_held - c->srq_pending > 0) {
 		r = s->head;
 		s->head = r->next;
@@ -387,6 +393,7 @@ static rdmx_status rdmx_sw_srq_create(struct rdmx_srq *srq)
 	if (!s)
 		return RDMX_ERR_NOMEM;
 	s->srq = srq;
+	s->recvs.max = srq->max_wr;
 	pthread_mutex_init(&s->lock, NULL);
 	atomic_init(&s->refs, 1);
 	srq->tp = s;
@@ -398,6 +405,7 @@ void rdmx_sw_srq_put(struct rdmx_sw_srq *s)
 {
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
+	rdmx_sw_cache_free(&s->recvs);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -427,17 +435,20 @@ static rdmx_status rdmx_sw_srq_post_recv(struct rdmx_srq *srq,
 					 uint64_t wr_id)
 {
 	struct rdmx_sw_srq *s = srq->tp;
-	struct rdmx_sw_recv *r = rdmx_sw_recv_new(sg, num_sge, wr_id);
+	struct rdmx_sw_recv *r;
 	bool kick;
 
-	if (!r)
-		return RDMX_ERR_NOMEM;
 	pthread_mutex_lock(&s->lock);
 	if (s->count >= srq->max_wr) {
 		pthread_mutex_unlock(&s->lock);
-		free(r);
 		return RDMX_ERR_AGAIN;
 	}
+	r = rdmx_sw_cache_get(&s->recvs, sizeof(*r));
+	if (!r) {
+		pthread_mutex_unlock(&s->lock);
+		return RDMX_ERR_NOMEM;
+	}
+	rdmx_sw_recv_fill(r, sg, num_sge, wr_id);
 	if (s->tail)
 		s->tail->next = r;
 	else

@@ -9,6 +9,9 @@
  * unlock 15.5%). Then the credit given back still "kicked" its
  * connection, and the kick walked all links to find it (32 per SEND),
  * though the connection's own transmit was about to send it.
+ * And every RECV posted to the srq was a calloc, and each spent one was
+ * freed into the cache of the connection that took it, where nothing
+ * reused it (up to conn.max_recv_wr of them per connection), then freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +106,34 @@ static void check_tallies(struct srv *v)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/*
+ * Spent RECVs go back to the srq (by way of each connection's srq_spent)
+ * and come out again for the RECVs posted since: none lie in the
+ * connections' own caches, and no more exist than the srq holds posted
+ * plus one per connection.
+ */
+static void check_recycled(struct srv *v)
+{
+	struct rdmx_sw_srq *q = sw_srq(v);
+	uint32_t kept = 0, spent = 0;
+
+	pthread_mutex_lock(&q->lock);
+	for (int j = 0; j < M; j++) {
+		struct rdmx_sw_conn *c = to_sw_conn(v->sconn[j]);
+
+		kept += c->recvs.n;
+		for (struct rdmx_sw_recv *r = c->srq_spent; r; r = r->next)
+			spent++;
+	}
+	print_message("RECVs: %u posted, %u spent on their way back, %u in "
+		      "the srq's cache, %u in the connections'\n",
+		      q->count, spent, q->recvs.n, kept);
+	assert_true(q->count + spent + q->recvs.n <= RECVS + M);
+	pthread_mutex_unlock(&q->lock);
+	/* Before: 1848 (every SEND's RECV, kept where it was spent). */
+	assert_int_equal(kept, 0);
+}
+
 /* A SEND on every connection; the server takes each and posts its RECV
  * back, as a server that answers does. */
 static void round_trip(struct srv *v)
@@ -168,6 +199,7 @@ static void steady(const char *transport)
 	 * three per RECV posted); then 32 (the kick). */
 	assert_true(per_send < 2);
 	check_tallies(&v);
+	check_recycled(&v);
 	srv_close(&v);
 }
 
