@@ -323,8 +323,12 @@ struct kv_item *kv_get(struct kv_store *s, const void *key, size_t klen)
 	if (!it)
 		return NULL;
 	s->st.hits++;
-	kv_lru_unlink(s, it);
-	kv_lru_front(s, it);
+	/* Recency matters only to --evict lru; the relink writes the two
+	 * neighbours' lines and the head's, misses all. */
+	if (s->evict_lru) {
+		kv_lru_unlink(s, it);
+		kv_lru_front(s, it);
+	}
 	it->refs++;
 	return it;
 }
