@@ -142,23 +142,29 @@ static int rdmx_sw_tx_gather(struct rdmx_sw_conn *c, struct iovec *iov)
 	return n;
 }
 
+/* Push @c onto the held stack @top (lock-free; see rdmx_sw_ctx.held). */
+static void rdmx_sw_stack_push(_Atomic(struct rdmx_sw_conn *) *top,
+			       struct rdmx_sw_conn *c)
+{
+	struct rdmx_sw_conn *head =
+		atomic_load_explicit(top, memory_order_relaxed);
+
+	do
+		c->next_held = head;
+	while (!atomic_compare_exchange_weak(top, &head, c));
+}
+
 /*
  * List @c on one of its context's held stacks, once, with a reference:
  * held_ride when its ACKs ride with the caller's requests, else held.
  */
 static void rdmx_sw_held_push(struct rdmx_sw_conn *c)
 {
-	_Atomic(struct rdmx_sw_conn *) *top = c->acks_ride ? &c->tctx->held_ride
-							   : &c->tctx->held;
-	struct rdmx_sw_conn *head;
-
 	if (atomic_exchange(&c->held_listed, true))
 		return;
 	atomic_fetch_add(&c->refs, 1);
-	head = atomic_load_explicit(top, memory_order_relaxed);
-	do
-		c->next_held = head;
-	while (!atomic_compare_exchange_weak(top, &head, c));
+	rdmx_sw_stack_push(c->acks_ride ? &c->tctx->held_ride : &c->tctx->held,
+			   c);
 }
 
 static void rdmx_sw_tx_flush(struct rdmx_sw_conn *c)
@@ -287,7 +293,7 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 static void rdmx_sw_release_stack(_Atomic(struct rdmx_sw_conn *) *top,
 				  unsigned now)
 {
-	struct rdmx_sw_conn *c, *next, *head;
+	struct rdmx_sw_conn *c, *next;
 	bool keep;
 
 	if (!atomic_load_explicit(top, memory_order_relaxed) ||
@@ -315,10 +321,7 @@ static void rdmx_sw_release_stack(_Atomic(struct rdmx_sw_conn *) *top,
 			continue;
 		}
 		/* Still listed, with its reference: back on the stack. */
-		head = atomic_load_explicit(top, memory_order_relaxed);
-		do
-			c->next_held = head;
-		while (!atomic_compare_exchange_weak(top, &head, c));
+		rdmx_sw_stack_push(top, c);
 	}
 }
 

@@ -236,12 +236,10 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 	struct rdmx_sw_recv *r = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	while (c->srq_spent) {
-		r = c->srq_spent;
-		c->srq_spent = r->next;
-		rdmx_sw_cache_put(&s->recvs, r);
+	for (struct rdmx_sw_recv *spent; (spent = c->srq_spent);) {
+		c->srq_spent = spent->next;
+		rdmx_sw_cache_put(&s->recvs, spent);
 	}
-	r = NULL;
 	if (c->srq_held - c->srq_pending > 0) {
 		r = s->head;
 		s->head = r->next;
