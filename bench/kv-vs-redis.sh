@@ -4,6 +4,10 @@
 #   resp       rdmx kv serve's Redis port under the same redis-benchmark
 #   rdmx shm   rdmx kv bench over shm
 #   rdmx tcp   rdmx kv bench over tcp
+#   tcp floor  bench/tcp_reqresp: the same exchange (the same requests in
+#              flight, the value one way) over loopback TCP with nothing
+#              else done, both sides spinning: what this host's kernel
+#              allows a tcp store, with no lookup and values in cache
 # 4 KiB values, GET and SET, 1 and 32 clients, pipeline 1 and 16, one key
 # space of 10,000 keys, written before the first GET. ops/s, p50 and p99
 # of a request (post to answer; redis-benchmark's latency), and ratios to
@@ -23,6 +27,7 @@ for p in redis-server redis-tools; do
 done
 make -s build >/dev/null
 RDMX=build/apps/rdmx
+FLOOR=build/bench/tcp_reqresp
 N=${N:-100000}
 KEYS=10000
 tmp=$(mktemp -d)
@@ -67,6 +72,22 @@ kb() { # transport op clients pipeline
 		sed -n "s/.*\"wait\":\"\([a-z]*\)\".*\"$key\":{[^}]*\"ops_per_s\":\([0-9.]*\),[^}]*\"p50_us\":\([0-9.]*\),\"p99_us\":\([0-9.]*\).*/\2 \3 \4 \1/p"
 }
 
+# tcp_reqresp's JSON for OP: "ops p50_us p99_us". A GET is 40 bytes out
+# and 4 KiB back, a SET 4 KiB out and 16 bytes back, as in rdmx kv. Its
+# server spins: it runs for its row only.
+fport=$((rport + 1))
+tf() { # op clients pipeline
+	local req=40 ans=4112 fpid
+	[ "$1" = set ] && req=4136 ans=16
+	"$FLOOR" server "$fport" >"$tmp/floor.log" 2>&1 &
+	fpid=$!
+	"$FLOOR" client 127.0.0.1 "$fport" "$2" "$3" "$req" "$ans" "$N" 2>/dev/null |
+		sed -n 's/.*"ops_per_s":\([0-9.]*\),"p50_us":\([0-9.]*\),"p99_us":\([0-9.]*\).*/\1 \2 \3/p'
+	kill "$fpid" 2>/dev/null
+	wait "$fpid" 2>/dev/null || true
+	fport=$((fport + 1))
+}
+
 # Both stores hold the key space before the first GET, or redis-benchmark's
 # GETs are misses that carry no value (rdmx kv bench loads its keys itself):
 # ten SETs per key leave about 5 in 100,000 keys unset.
@@ -93,6 +114,8 @@ for op in get set; do
 				read -r ops p50 p99 w < <(kb "$t" "$op" "$c" "$P")
 				row "rdmx $t" "$ops" "$p50" "$p99" "$w"
 			done
+			read -r ops p50 p99 < <(tf "$op" "$c" "$P")
+			row "tcp floor" "$ops" "$p50" "$p99" spin
 		done
 	done
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Description: the host-limit programs bench/compare.sh runs beside rdmx
-# (build/bench) work as it uses them: each prints its JSON, with figures in
-# order, and refuses bad arguments.
+# Description: the host-limit programs that bench/compare.sh and
+# bench/kv-vs-redis.sh run beside rdmx (build/bench) work as those use
+# them: each prints its JSON, with figures in order, and refuses bad
+# arguments.
 #   test_programs.sh BINDIR
 set -u
 bin=$1
@@ -39,6 +40,29 @@ for size in 8 4096; do
 		done
 	done
 done
+# tcp_reqresp: a GET-shaped and a SET-shaped run against one server, many
+# connections and a pipeline each, every request answered.
+for try in 1 2 3; do
+	port=$((20000 + RANDOM % 10000))
+	"$bin/tcp_reqresp" server $port &
+	srv=$!
+	good=0
+	for shape in "4 2 40 4112" "3 5 4136 16"; do
+		# shellcheck disable=SC2086
+		j=$(timeout 60 "$bin/tcp_reqresp" client 127.0.0.1 $port $shape 3000) &&
+			python3 -c 'import json,sys; d=json.loads(sys.argv[1]); a=sys.argv[2].split()
+assert [d["conns"], d["depth"], d["request"], d["answer"]] == [int(x) for x in a]
+assert d["ops"] == 3000 and d["ops_per_s"] > 0 and 0 < d["p50_us"] <= d["p99_us"]' "$j" "$shape" 2>/dev/null &&
+			good=$((good + 1))
+	done
+	kill $srv 2>/dev/null
+	wait $srv 2>/dev/null
+	if [ $good = 2 ]; then
+		ok "tcp_reqresp: GET and SET shapes, 4 and 3 connections"
+		break
+	fi
+	[ $try = 3 ] && bad "tcp_reqresp: $j"
+done
 if out=$("$bin/memcpy_bw" 0.05) && [ "$(wc -l <<<"$out")" = 5 ] &&
 	python3 -c 'import json,sys
 for line in sys.stdin:
@@ -47,7 +71,8 @@ for line in sys.stdin:
 else
 	bad "memcpy_bw: $out"
 fi
-for args in "shm_pingpong 0 10 0 0" "tcp_pingpong client 127.0.0.1 1 8 1" "memcpy_bw -1"; do
+for args in "shm_pingpong 0 10 0 0" "tcp_pingpong client 127.0.0.1 1 8 1" "memcpy_bw -1" \
+	"tcp_reqresp client 127.0.0.1 1 1 1 4 16 10" "tcp_reqresp client 127.0.0.1 1 1 65 40 16 10"; do
 	# shellcheck disable=SC2086
 	if "$bin"/$args >/dev/null 2>&1; then
 		bad "refused: $args"
