@@ -8,6 +8,9 @@
 #              flight, the value one way) over loopback TCP with nothing
 #              else done, both sides spinning: what this host's kernel
 #              allows a tcp store, with no lookup and values in cache
+# and under the table, how often the host stopped a running thread
+# (bench/host_stalls, on every CPU at once): on a VM those stops set the
+# p99 of any row whose requests queue behind one spinning thread.
 # 4 KiB values, GET and SET, 1 and 32 clients, pipeline 1 and 16, one key
 # space of 10,000 keys, written before the first GET. ops/s, p50 and p99
 # of a request (post to answer; redis-benchmark's latency), and ratios to
@@ -28,6 +31,7 @@ done
 make -s build >/dev/null
 RDMX=build/apps/rdmx
 FLOOR=build/bench/tcp_reqresp
+STALLS=build/bench/host_stalls
 N=${N:-100000}
 KEYS=10000
 tmp=$(mktemp -d)
@@ -118,4 +122,16 @@ for op in get set; do
 			row "tcp floor" "$ops" "$p50" "$p99" spin
 		done
 	done
+done
+
+# The host's stops, on each CPU at once, as the rows' two threads run.
+spids=()
+for cpu in $(seq 0 $(($(nproc) - 1))); do
+	taskset -c "$cpu" "$STALLS" 1 >"$tmp/stalls.$cpu" &
+	spids+=($!)
+done
+wait "${spids[@]}"
+for cpu in $(seq 0 $(($(nproc) - 1))); do
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+print("host stalls, cpu %s (bench/host_stalls, 1 s): %d/s over 20 us, %d over 50, %d over 100; %.1f%% of the time; longest %d us" % (sys.argv[2], d["per_s_over_20us"], d["per_s_over_50us"], d["per_s_over_100us"], d["lost_pct"], d["max_us"]))' "$tmp/stalls.$cpu" "$cpu"
 done

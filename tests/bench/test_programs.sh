@@ -63,6 +63,14 @@ assert d["ops"] == 3000 and d["ops_per_s"] > 0 and 0 < d["p50_us"] <= d["p99_us"
 	fi
 	[ $try = 3 ] && bad "tcp_reqresp: $j"
 done
+if j=$("$bin/host_stalls" 0.2) && python3 -c 'import json,sys; d=json.loads(sys.argv[1])
+assert 0.2 <= d["seconds"] < 5 and d["copies"] > 0
+assert d["per_s_over_20us"] >= d["per_s_over_50us"] >= d["per_s_over_100us"] >= 0
+assert 0 <= d["lost_pct"] <= 100 and d["max_us"] > 0' "$j" 2>/dev/null; then
+	ok "host_stalls: counts in order"
+else
+	bad "host_stalls: $j"
+fi
 if out=$("$bin/memcpy_bw" 0.05) && [ "$(wc -l <<<"$out")" = 5 ] &&
 	python3 -c 'import json,sys
 for line in sys.stdin:
@@ -72,7 +80,8 @@ else
 	bad "memcpy_bw: $out"
 fi
 for args in "shm_pingpong 0 10 0 0" "tcp_pingpong client 127.0.0.1 1 8 1" "memcpy_bw -1" \
-	"tcp_reqresp client 127.0.0.1 1 1 1 4 16 10" "tcp_reqresp client 127.0.0.1 1 1 65 40 16 10"; do
+	"tcp_reqresp client 127.0.0.1 1 1 1 4 16 10" "tcp_reqresp client 127.0.0.1 1 1 65 40 16 10" \
+	"host_stalls 0" "host_stalls"; do
 	# shellcheck disable=SC2086
 	if "$bin"/$args >/dev/null 2>&1; then
 		bad "refused: $args"
