@@ -47,11 +47,13 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 		goto err_timer;
 	}
 	if (ctx->cfg.progress_thread) {
+		/* Set before the thread starts, which reads it (TSan saw the
+		 * store after pthread_create race the thread's first look). */
+		tctx->thread_running = true;
 		if (rdmx_progress_thread_start(ctx, &tctx->thread,
 					       rdmx_sw_thread, tctx,
 					       tp->ops->name))
 			goto err_timer;
-		tctx->thread_running = true;
 	}
 	*priv_p = tctx;
 	return RDMX_OK;

@@ -166,13 +166,15 @@ rdmx_status rdmx_verbs_open(struct rdmx_ctx *ctx, void **priv_p)
 		return RDMX_ERR_SYSTEM;
 	}
 	if (ctx->cfg.progress_thread) {
+		/* Set before the thread starts, as the sw transports do. */
+		v->thread_running = true;
 		if (rdmx_progress_thread_start(ctx, &v->thread,
 					       rdmx_verbs_thread, v, "verbs")) {
 			rdmx_error("verbs: cannot start the progress thread");
+			v->thread_running = false; /* none to stop */
 			rdmx_verbs_close(v);
 			return RDMX_ERR_SYSTEM;
 		}
-		v->thread_running = true;
 	}
 	*priv_p = v;
 	return RDMX_OK;
