@@ -16,17 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "bench.h"
 
 #define AREA (1 << 20) /* the blocks' area: 256 of 4 KiB, in cache */
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 int main(int argc, char **argv)
 {
@@ -45,12 +38,12 @@ int main(int argc, char **argv)
 		return 1;
 	memset(src, 1, AREA);
 	memset(dst, 2, AREA);
-	t0 = last = now_us();
+	t0 = last = bench_now_us();
 	do {
 		size_t off = (size_t)(copies++ % (AREA / 4096)) * 4096;
 
 		memcpy(dst + off, src + (AREA - 4096 - off), 4096);
-		now = now_us();
+		now = bench_now_us();
 		if (now - last > bound[0])
 			lost += now - last;
 		for (int i = 0; i < 3; i++)

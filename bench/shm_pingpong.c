@@ -21,8 +21,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench.h"
 
 /* The sequence number shares its cache line with the message's start: an
  * 8-byte message moves as one line. */
@@ -30,14 +31,6 @@ struct slot {
 	_Alignas(64) _Atomic uint64_t seq;
 	unsigned char data[];
 };
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static void pin(int cpu)
 {
@@ -64,13 +57,6 @@ static void hop(struct slot *out, struct slot *in, unsigned char *mine,
 		memcpy(out->data, mine, size);
 		atomic_store_explicit(&out->seq, seq, memory_order_release);
 	}
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -109,14 +95,14 @@ int main(int argc, char **argv)
 	}
 	pin(atoi(argv[3]));
 	for (long i = 1; i <= warm + iters; i++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 
 		hop(a, b, mine, size, (uint64_t)i, 1);
 		if (i > warm)
-			lat[i - warm - 1] = (now_us() - t0) / 2;
+			lat[i - warm - 1] = (bench_now_us() - t0) / 2;
 	}
 	waitpid(child, NULL, 0);
-	qsort(lat, (size_t)iters, sizeof(*lat), cmp);
+	qsort(lat, (size_t)iters, sizeof(*lat), bench_cmp_double);
 	printf("{\"tool\":\"shm_pingpong\",\"wait\":\"spin\",\"size\":%zu,"
 	       "\"iters\":%ld,\"lat_us\":{\"min\":%.3f,\"median\":%.3f,"
 	       "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}}\n",

@@ -19,18 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 static int spin;
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static int xfer(int fd, char *buf, size_t len, int out)
 {
@@ -48,13 +41,6 @@ static int xfer(int fd, char *buf, size_t len, int out)
 			return -1;
 	}
 	return 0;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static int usage(void)
@@ -129,7 +115,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (long i = -iters / 10; i < iters; i++) { /* a tenth to warm up */
-		double t0 = now_us();
+		double t0 = bench_now_us();
 
 		if (xfer(fd, buf, size, 1) || xfer(fd, buf, size, 0)) {
 			fprintf(stderr, "tcp_pingpong: the server went away\n");
@@ -138,9 +124,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (i >= 0)
-			lat[i] = (now_us() - t0) / 2;
+			lat[i] = (bench_now_us() - t0) / 2;
 	}
-	qsort(lat, (size_t)iters, sizeof(*lat), cmp);
+	qsort(lat, (size_t)iters, sizeof(*lat), bench_cmp_double);
 	printf("{\"tool\":\"tcp_pingpong\",\"wait\":\"%s\",\"size\":%zu,"
 	       "\"iters\":%ld,\"lat_us\":{\"min\":%.3f,\"median\":%.3f,"
 	       "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}}\n",

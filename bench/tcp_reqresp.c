@@ -27,8 +27,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench.h"
 
 #define MAX_DEPTH 64
 #define MAX_BYTES (1 << 20)
@@ -43,19 +44,12 @@ struct peer {
 	int fd;
 	uint8_t *in;
 	size_t have, cap;
-	/* client: what is outstanding, and when each was sent (FIFO) */
-	long sent, done;
+	/* client: its share of the requests, what is outstanding, and when
+	 * each was sent (FIFO) */
+	long share, sent, done;
 	double at[MAX_DEPTH];
 	size_t ans_have;
 };
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static int send_all(int fd, const uint8_t *p, size_t len)
 {
@@ -70,13 +64,6 @@ static int send_all(int fd, const uint8_t *p, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* Answer every whole request in what @p has received: one send. */
@@ -169,15 +156,15 @@ static int server(int port)
 
 /*
  * Send @p's requests (@out holds @depth of them) until @depth are in
- * flight, with one send; -1 on error.
+ * flight or its share is sent, with one send; -1 on error.
  */
 static int ask(struct peer *p, long depth, const uint8_t *out,
-	       const struct req *r, long left)
+	       const struct req *r)
 {
 	size_t len = 0;
-	double t = now_us();
+	double t = bench_now_us();
 
-	for (; p->sent - p->done < depth && left > 0; left--, p->sent++) {
+	for (; p->sent - p->done < depth && p->sent < p->share; p->sent++) {
 		len += r->len;
 		p->at[p->sent % MAX_DEPTH] = t;
 	}
@@ -196,7 +183,7 @@ static int client(char **argv)
 	double *lat = calloc((size_t)ops + 1, sizeof(*lat)), t0;
 	uint8_t *buf = malloc(ans * MAX_DEPTH + 1), *out;
 	int one = 1, ep = epoll_create1(0);
-	long posted = 0, done = 0;
+	long done = 0;
 
 	if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1 || conns < 1 ||
 	    depth < 1 || depth > MAX_DEPTH || r.len < sizeof(r) ||
@@ -221,26 +208,21 @@ static int client(char **argv)
 			usleep(20000);
 		}
 		setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		p->share = ops / conns + (i < ops % conns);
 		ev.data.ptr = p;
 		epoll_ctl(ep, EPOLL_CTL_ADD, p->fd, &ev);
 	}
-	t0 = now_us();
-	for (long i = 0; i < conns; i++) {
-		long share = ops / conns + (i < ops % conns);
-
-		if (ask(&peers[i], depth, out, &r, share))
+	t0 = bench_now_us();
+	for (long i = 0; i < conns; i++)
+		if (ask(&peers[i], depth, out, &r))
 			return 1;
-		posted += peers[i].sent;
-	}
 	while (done < ops) {
 		int n = epoll_wait(ep, evs, 64, 0);
 
 		for (int i = 0; i < n; i++) {
 			struct peer *p = evs[i].data.ptr;
-			long share = ops / conns + (p - peers < ops % conns),
-			     before = p->sent;
 			ssize_t got = recv(p->fd, buf, ans * MAX_DEPTH, 0);
-			double t = now_us();
+			double t = bench_now_us();
 
 			if (got <= 0) {
 				if (got < 0 &&
@@ -250,16 +232,17 @@ static int client(char **argv)
 						"away\n");
 				return 1;
 			}
-			for (p->ans_have += (size_t)got; p->ans_have >= ans;
+			/* (answers past those asked for are not counted) */
+			for (p->ans_have += (size_t)got;
+			     p->ans_have >= ans && p->done < p->sent;
 			     p->ans_have -= ans, p->done++)
 				lat[done++] = t - p->at[p->done % MAX_DEPTH];
-			if (ask(p, depth, out, &r, share - p->sent))
+			if (ask(p, depth, out, &r))
 				return 1;
-			posted += p->sent - before;
 		}
 	}
-	t0 = now_us() - t0;
-	qsort(lat, (size_t)ops, sizeof(*lat), cmp);
+	t0 = bench_now_us() - t0;
+	qsort(lat, (size_t)ops, sizeof(*lat), bench_cmp_double);
 	printf("{\"tool\":\"tcp_reqresp\",\"conns\":%ld,\"depth\":%ld,"
 	       "\"request\":%u,\"answer\":%u,\"ops\":%ld,\"ops_per_s\":%.0f,"
 	       "\"p50_us\":%.1f,\"p99_us\":%.1f}\n",
@@ -271,7 +254,7 @@ static int client(char **argv)
 	free(lat);
 	free(buf);
 	free(out);
-	return posted == ops ? 0 : 1;
+	return 0;
 }
 
 int main(int argc, char **argv)

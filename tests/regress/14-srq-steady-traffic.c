@@ -122,8 +122,7 @@ static void check_recycled(struct srv *v)
 		struct rdmx_sw_conn *c = to_sw_conn(v->sconn[j]);
 
 		kept += c->recvs.n;
-		for (struct rdmx_sw_recv *r = c->srq_spent; r; r = r->next)
-			spent++;
+		spent += c->srq_spent.n;
 	}
 	print_message("RECVs: %u posted, %u spent on their way back, %u in "
 		      "the srq's cache, %u in the connections'\n",

@@ -327,9 +327,9 @@ struct rdmx_sw_conn {
 	/* srq_pending or srq_revoke set, for its transmit to take. Set
 	 * under srq->lock; read without it (rdmx_sw_srq_tx). */
 	atomic_bool srq_due;
-	/* The srq's RECVs it spent: back to the srq's cache at its next take
-	 * (under the srq lock it takes anyway). */
-	struct rdmx_sw_recv *srq_spent;
+	/* The srq's RECVs it spent (no bound: at most the srq's): to the
+	 * srq's cache at its next take, under the srq lock it takes anyway. */
+	struct rdmx_sw_cache srq_spent;
 
 	/* receive state: a header, then its payload */
 	uint8_t rxbuf[RDMX_SW_RXBUF];
@@ -513,7 +513,7 @@ rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,
 void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
 		       int num_sge, uint64_t wr_id);
 /* A RECV that completed: back to where it came from (our cache, or the
- * srq's by way of srq_spent). */
+ * srq's by way of srq_spent). Connection lock held. */
 void rdmx_sw_recv_spent(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r);
 /* Queue an answer or control frame (ACK, NAK, READ_RESP, ATOMIC_RESP,
  * CREDIT); on failure the connection is dead. */
@@ -537,6 +537,8 @@ void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size);
 void rdmx_sw_cache_put(struct rdmx_sw_cache *k, void *p);
 /* Free all @k holds. */
 void rdmx_sw_cache_free(struct rdmx_sw_cache *k);
+/* Move all @from holds to @to (freeing what @to has no room for). */
+void rdmx_sw_cache_move(struct rdmx_sw_cache *to, struct rdmx_sw_cache *from);
 /* Done with @op unless a queue still holds it: to @c's cache, or freed.
  * Connection lock held. */
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op);

@@ -170,12 +170,7 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 	c->tctx->tp->pipe->destroy(c);
 	rdmx_sw_cache_free(&c->ops);
 	rdmx_sw_cache_free(&c->recvs);
-	while (c->srq_spent) {
-		struct rdmx_sw_recv *r = c->srq_spent;
-
-		c->srq_spent = r->next;
-		free(r);
-	}
+	rdmx_sw_cache_free(&c->srq_spent);
 	free(c);
 }
 
@@ -230,6 +225,7 @@ rdmx_status rdmx_sw_conn_create(struct rdmx_sw_ctx *e, int fd, int fd2,
 	c->ops.max = e->ctx->cfg.conn_max_send_wr +
 		     e->ctx->cfg.conn_max_peer_requests;
 	c->recvs.max = e->ctx->cfg.conn_max_recv_wr;
+	c->srq_spent.max = UINT32_MAX;
 	c->tctx = e;
 	c->fd = fd;
 	c->fd2 = fd2;

@@ -35,15 +35,22 @@ void rdmx_sw_cache_put(struct rdmx_sw_cache *k, void *p)
 	k->n++;
 }
 
+void rdmx_sw_cache_move(struct rdmx_sw_cache *to, struct rdmx_sw_cache *from)
+{
+	while (from->head) {
+		void *p = from->head;
+
+		from->head = *(void **)p;
+		rdmx_sw_cache_put(to, p);
+	}
+	from->n = 0;
+}
+
 void rdmx_sw_cache_free(struct rdmx_sw_cache *k)
 {
-	while (k->head) {
-		void *p = k->head;
+	struct rdmx_sw_cache none = { .max = 0 }; /* keeps nothing */
 
-		k->head = *(void **)p;
-		free(p);
-	}
-	k->n = 0;
+	rdmx_sw_cache_move(&none, k);
 }
 
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
@@ -578,12 +585,7 @@ void rdmx_sw_recv_fill(struct rdmx_sw_recv *r, const struct rdmx_sge *sg,
 
 void rdmx_sw_recv_spent(struct rdmx_sw_conn *c, struct rdmx_sw_recv *r)
 {
-	if (c->srq) {
-		r->next = c->srq_spent;
-		c->srq_spent = r;
-		return;
-	}
-	rdmx_sw_cache_put(&c->recvs, r);
+	rdmx_sw_cache_put(c->srq ? &c->srq_spent : &c->recvs, r);
 }
 
 rdmx_status rdmx_sw_post_recv(struct rdmx_conn *conn, const struct rdmx_sge *sg,

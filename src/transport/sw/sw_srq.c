@@ -67,11 +67,6 @@ static void rdmx_sw_srq_grant(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l,
 		atomic_store_explicit(&l->srq_due, true, memory_order_relaxed);
 }
 
-static void rdmx_sw_srq_give(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
-{
-	rdmx_sw_srq_grant(s, l, true);
-}
-
 /* The link after @l, wrapping around. */
 static struct rdmx_sw_conn *rdmx_sw_srq_next(const struct rdmx_sw_srq *s,
 					     const struct rdmx_sw_conn *l)
@@ -93,7 +88,7 @@ static bool rdmx_sw_srq_serve_demand(struct rdmx_sw_srq *s)
 			s->visits++;
 			if (l->srq_want && !l->srq_revoking &&
 			    rdmx_sw_srq_spare(s)) {
-				rdmx_sw_srq_give(s, l);
+				rdmx_sw_srq_grant(s, l, true);
 				rdmx_sw_srq_tally(s, l, -1);
 				l->srq_want--;
 				rdmx_sw_srq_tally(s, l, 1);
@@ -129,7 +124,7 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 		     l = l->srq_next) {
 			s->visits++;
 			if (!l->srq_held && !l->srq_revoking)
-				rdmx_sw_srq_give(s, l);
+				rdmx_sw_srq_grant(s, l, true);
 		}
 	}
 }
@@ -236,10 +231,7 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 	struct rdmx_sw_recv *r = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	for (struct rdmx_sw_recv *spent; (spent = c->srq_spent);) {
-		c->srq_spent = spent->next;
-		rdmx_sw_cache_put(&s->recvs, spent);
-	}
+	rdmx_sw_cache_move(&s->recvs, &c->srq_spent);
 	if (c->srq_held - c->srq_pending > 0) {
 		r = s->head;
 		s->head = r->next;
