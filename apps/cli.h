@@ -55,6 +55,12 @@ double cli_now_us(void);
 void cli_ticks_init(void);
 uint64_t cli_ticks(void);
 double cli_ticks_us(uint64_t ticks);
+/*
+ * The microseconds since *@mark, which moves to now: one read per sample,
+ * and consecutive samples leave no gap between them. perftest and
+ * ucx_perftest time each iteration so, from the end of the one before.
+ */
+double cli_lap_us(uint64_t *mark);
 
 /* Sort @v and return the @q quantile (0..1). */
 double cli_quantile(double *v, size_t n, double q);

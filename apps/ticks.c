@@ -100,3 +100,11 @@ double cli_ticks_us(uint64_t ticks)
 {
 	return (double)ticks * cli_us_per_tick;
 }
+
+double cli_lap_us(uint64_t *mark)
+{
+	uint64_t now = cli_ticks(), was = *mark;
+
+	*mark = now;
+	return cli_ticks_us(now - was);
+}

@@ -4,7 +4,7 @@
  * interval it measures agrees with CLOCK_MONOTONIC's. A counter whose
  * calibration was off (or a conversion of the wrong unit) would report
  * every latency in rdmx bench and compare.sh wrongly, and nothing else
- * would notice.
+ * would notice. Its laps, one read per sample, leave no gap.
  */
 #include <time.h>
 
@@ -44,10 +44,43 @@ static void test_ticks_match_monotonic(void **state)
 	assert_true(cli_ticks_us(0) == 0);
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec d = { 0, ms * 1000000 };
+
+	nanosleep(&d, NULL);
+}
+
+/*
+ * rdmx bench's samples are laps: what happens between two operations (a
+ * send's RECV, the bookkeeping) is in the next one's figure, as in
+ * perftest's and ucx_perftest's. A lap that began at its own operation's
+ * start, not at the last lap's end, would leave out the 10 ms "between".
+ */
+static void test_laps_leave_no_gap(void **state)
+{
+	uint64_t mark;
+	double m0, lap1, lap2;
+
+	(void)state;
+	cli_ticks_init();
+	m0 = mono_us();
+	mark = cli_ticks();
+	sleep_ms(5); /* the first operation */
+	lap1 = cli_lap_us(&mark);
+	sleep_ms(10); /* between the two */
+	sleep_ms(5); /* the second operation */
+	lap2 = cli_lap_us(&mark);
+	assert_true(lap1 >= 5e3 * 0.98);
+	assert_true(lap2 >= 15e3 * 0.98);
+	assert_true(lap1 + lap2 <= (mono_us() - m0) * 1.02 + 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ticks_match_monotonic),
+		cmocka_unit_test(test_laps_leave_no_gap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
