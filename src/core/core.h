@@ -19,6 +19,14 @@
 #include "sock.h"
 #include "spin.h"
 
+/*
+ * Thread-locals of the hot paths, initial-exec: read at a fixed offset
+ * from the thread pointer, not through __tls_get_addr (a call per
+ * message). 69 bytes of the static TLS glibc keeps spare for libraries
+ * loaded later, dlopen included (stats.c's shard cache, cq.c's token).
+ */
+#define RDMX_TLS_FAST __attribute__((tls_model("initial-exec")))
+
 #define rdmx_container_of(ptr, type, member)                                   \
 	((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -265,11 +273,25 @@ rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,
 
 /* ---- completion queues -------------------------------------------------- */
 
+/* The owner's lane of a cq (cq.c): completions its one poller made itself. */
+#define RDMX_CQ_LANE 16
+
 struct rdmx_cq {
 	struct rdmx_ctx *ctx;
+	/*
+	 * The lane (cq.c, "The owner's lane"): owner is 0 until a thread
+	 * polls, then that thread's token, and RDMX_CQ_SHARED once the lane
+	 * has closed. lane_head and lane_count are the owner's, or the
+	 * closer's once the owner is out (owner_in clear).
+	 */
+	_Atomic uintptr_t owner;
+	atomic_bool owner_in;
+	uint32_t lane_head, lane_count;
+	struct rdmx_completion lane[RDMX_CQ_LANE];
 	struct rdmx_spin lock; /* the ring and the fields below it */
 	struct rdmx_completion *ring;
-	uint32_t cap, head, count;
+	uint32_t cap, head;
+	atomic_uint count; /* relaxed: the owner reads it without the lock */
 	int efd; /* eventfd: nonzero while completions are ready */
 	/*
 	 * What rdmx_cq_fd hands out: an epoll set of efd and the progress

@@ -54,12 +54,6 @@ struct rdmx_stats_shard {
 	struct rdmx_stats_shard *next;
 };
 
-/*
- * initial-exec: read at a fixed offset from the thread pointer, not
- * through __tls_get_addr (a call per message). 68 bytes of the static TLS
- * glibc keeps spare for libraries loaded later, dlopen included.
- */
-#define RDMX_TLS_FAST __attribute__((tls_model("initial-exec")))
 #define RDMX_SHARD_CACHE 4
 static _Thread_local RDMX_TLS_FAST struct {
 	uint64_t ctx_id;

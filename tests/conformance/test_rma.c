@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Description: RDMA WRITE, WRITE-with-immediate and READ, bytes checked. */
+#include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +481,151 @@ static void test_read_close_ends_placement(void **state)
 	pair_close(&p);
 }
 
+/*
+ * The cq's first poller (this thread, in share_remote) gets its own
+ * completions without the ring's lock: a shm READ of mapped memory
+ * completes inside rdmx_post, into the owner's lane (core/cq.c). What
+ * follows checks that nothing in the lane is lost to another poller, to
+ * rdmx_cq_fd or to rdmx_cq_wait, and that order holds.
+ */
+struct lane_pair {
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+};
+
+enum { LANE_READ = 64 };
+
+static void lane_open(struct lane_pair *l, const char *var, const char *val)
+{
+	if (var)
+		pair_open_with(&l->p, var, val);
+	else
+		pair_open(&l->p);
+	buf_alloc(&l->p.s, &l->src, 4096, RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&l->p.c, &l->dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&l->src, 9);
+	l->rem = share_remote(&l->p, &l->src);
+}
+
+static void lane_read(struct lane_pair *l, uint64_t i)
+{
+	size_t off = (size_t)(i % (4096 / LANE_READ)) * LANE_READ;
+	struct rdmx_sge d = sge_of(&l->dst, off, LANE_READ);
+
+	assert_int_equal(rdmx_post_read(l->p.cconn, &d, l->rem.addr + off,
+					l->rem.rkey, i),
+			 RDMX_OK);
+}
+
+/* Close, checking the bytes READs @lo..@hi - 1 brought. */
+static void lane_close(struct lane_pair *l, size_t lo, size_t hi)
+{
+	assert_pattern(l->dst.p + lo * LANE_READ, (hi - lo) * LANE_READ, 9,
+		       lo * LANE_READ);
+	buf_free(&l->src);
+	buf_free(&l->dst);
+	pair_close(&l->p);
+}
+
+enum { LANE_N = 40 }; /* more than the lane holds (16): the ring too */
+
+struct lane_poller {
+	struct rdmx_cq *cq;
+	int got;
+	uint64_t ids[LANE_N];
+};
+
+static void *lane_poll_all(void *arg)
+{
+	struct lane_poller *lp = arg;
+	double end = now_s() + T_TIMEOUT_MS / 1e3;
+	struct rdmx_completion wc;
+
+	while (lp->got < LANE_N && now_s() < end)
+		if (rdmx_poll(lp->cq, &wc, 1) == 1)
+			lp->ids[lp->got++] = wc.status ? UINT64_MAX : wc.wr_id;
+	return NULL;
+}
+
+static void test_cq_second_poller_gets_all(void **state)
+{
+	struct lane_pair l;
+	struct lane_poller lp = { 0 };
+	pthread_t t;
+
+	(void)state;
+	lane_open(&l, NULL, NULL);
+	for (int i = 0; i < LANE_N; i++)
+		lane_read(&l, (uint64_t)i);
+	/* Another thread polls them all, in posting order. */
+	lp.cq = l.p.c.cq;
+	assert_int_equal(pthread_create(&t, NULL, lane_poll_all, &lp), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(lp.got, LANE_N);
+	for (int i = 0; i < LANE_N; i++)
+		assert_int_equal(lp.ids[i], i);
+	/* This thread's polls still see what it makes. */
+	lane_read(&l, LANE_N);
+	assert_int_equal(expect_wc(l.p.c.cq, RDMX_OK, RDMX_OP_READ).wr_id,
+			 LANE_N);
+	lane_close(&l, 0, LANE_N + 1);
+}
+
+static void test_cq_fd_shows_own_completion(void **state)
+{
+	struct lane_pair l;
+	struct rdmx_completion wc;
+	double end;
+	int fd, n = 0;
+
+	(void)state;
+	lane_open(&l, NULL, NULL);
+	/* Empty polls first: their progress takes the doorbells share_remote
+	 * rang, which would make the fd readable on their own. */
+	for (int i = 0; i < 5000; i++)
+		assert_int_equal(rdmx_poll(l.p.c.cq, &wc, 1), 0);
+	lane_read(&l, 1);
+	fd = rdmx_cq_fd(l.p.c.cq);
+	assert_true(fd >= 0);
+	/* Over shm, a READ of mapped memory is done inside rdmx_post: its
+	 * completion is there before the fd is, and the fd shows it at once
+	 * (not at the watchdog's next tick). */
+	if (suite_mem_mapped() && !strcmp(suite_transport(), "shm")) {
+		struct pollfd now = { .fd = fd, .events = POLLIN };
+
+		assert_int_equal(poll(&now, 1, 0), 1);
+	}
+	end = now_s() + T_TIMEOUT_MS / 1e3;
+	while (!n) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int left = (int)((end - now_s()) * 1e3);
+
+		if (left <= 0 || poll(&pfd, 1, left) != 1)
+			fail_msg("rdmx_cq_fd never readable: a completion "
+				 "the poller made itself is not shown");
+		n = rdmx_poll(l.p.c.cq, &wc, 1);
+		assert_true(n >= 0);
+	}
+	assert_int_equal(wc.wr_id, 1);
+	lane_close(&l, 1, 2);
+}
+
+static void test_cq_wait_sees_own_completion(void **state)
+{
+	struct lane_pair l;
+	struct rdmx_completion wc;
+
+	(void)state;
+	/* Waits spin, never sleep: a wait blind to the lane times out. */
+	lane_open(&l, "RDMX_PROGRESS_USE_EVENT_CHANNEL", "off");
+	lane_read(&l, 1);
+	assert_int_equal(rdmx_cq_wait(l.p.c.cq, T_TIMEOUT_MS), RDMX_OK);
+	assert_int_equal(rdmx_poll(l.p.c.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 1);
+	lane_close(&l, 1, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +639,9 @@ int main(void)
 		cmocka_unit_test(test_read_close_ends_placement),
 		cmocka_unit_test(test_post_stops_at_max_send_wr),
 		cmocka_unit_test(test_unsignaled_hold_send_queue_slots),
+		cmocka_unit_test(test_cq_second_poller_gets_all),
+		cmocka_unit_test(test_cq_fd_shows_own_completion),
+		cmocka_unit_test(test_cq_wait_sees_own_completion),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,
