@@ -305,6 +305,7 @@ struct rdmx_cq {
 	bool signaled; /* efd counter is nonzero */
 	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;
+	atomic_uint polls; /* rdmx_poll's that found some; relaxed, racy */
 };
 
 /* Deliver one completion; call with no cq lock held (any thread). */
