@@ -342,7 +342,7 @@ void rdmx_lat_destroy(struct rdmx_lat *lat)
 	free(lat);
 }
 
-void rdmx_lat_stamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
+void rdmx_lat_stamp_on(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n)
 {
 	struct rdmx_lat *lat = rdmx_lat_of(conn);
 	uint64_t now;
