@@ -327,9 +327,9 @@ static void bench_progress_end(struct bench_bar *bar)
 /*
  * Latency of iteration @i in microseconds, or < 0 on failure (st_p): the
  * time from the end of the iteration before (*@mark), as perftest and
- * ucx_perftest take it. One clock read per sample (two would add ~8 ns to
- * a mapped READ of ~70), and what a loop of operations does besides them
- * (a send's RECV, the sample's store) is in its figure, as in theirs.
+ * ucx_perftest take it: one clock read per sample, and what a loop of
+ * operations does besides them (a send's RECV, the sample's store) is in
+ * its figure, as in theirs.
  */
 static double bench_lat_iter(struct cli_session *s, const struct bench_opts *o,
 			     struct cli_buf *b, const struct rdmx_remote *rem,
