@@ -20,6 +20,11 @@ fi
 
 "$rdmx" registry watch >"$tmp/watch" 2>&1 &
 watch_pid=$!
+# It says "watching" once its start revision is fixed: what is published
+# after that line is seen. Started unwaited, it missed mem0's PUT under
+# ASan in a CI run (the page server published first).
+wait_grep "$tmp/watch" "^rdmx registry: watching " ||
+	bad "registry watch did not start: $(cat "$tmp/watch")"
 
 start "$rdmx" page serve :0 --size 16m --name mem0 || exit 1
 page_pid=$server
