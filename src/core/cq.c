@@ -33,10 +33,11 @@
  * waits, when a thread sleeps in rdmx_cq_wait, and when rdmx_cq_fd hands
  * out the fd: sleepers are woken by the ring's eventfd, which the lane
  * does not signal. The closer holds the lock, marks the cq shared, issues
- * rdmx_membarrier (the owner's side has only a compiler barrier, as the
- * shm rings' waiters do), waits for the owner to be out, and moves the
- * lane to the front of the ring. Without membarrier, and under TSan
- * (which cannot see it), no thread owns a cq.
+ * rdmx_membarrier_private (the owner's side has only a compiler barrier,
+ * as the shm rings' waiters do with the global one), waits for the owner
+ * to be out, and moves the lane to the front of the ring. Both are in
+ * this process: the private barrier interrupts only its CPUs. Without
+ * membarrier, and under TSan (which cannot see it), no thread owns a cq.
  */
 #define RDMX_CQ_SHARED ((uintptr_t)1)
 
@@ -184,7 +185,7 @@ static void rdmx_cq_share(struct rdmx_cq *cq)
 
 	if (was == 0 || was == RDMX_CQ_SHARED)
 		return;
-	rdmx_membarrier();
+	rdmx_membarrier_private();
 	for (unsigned i = 0;
 	     atomic_load_explicit(&cq->owner_in, memory_order_acquire); i++) {
 		if (i < RDMX_SPIN_PAUSES)
@@ -254,7 +255,7 @@ static int rdmx_cq_lane_take(struct rdmx_cq *cq, struct rdmx_completion *wc,
 	int n = 0;
 
 #ifndef RDMX_TSAN
-	if (!owner && rdmx_membarrier_ready() &&
+	if (!owner && rdmx_membarrier_private_ready() &&
 	    atomic_compare_exchange_strong(&cq->owner, &owner, rdmx_cq_me()))
 		owner = rdmx_cq_me();
 #endif

@@ -71,6 +71,32 @@ void rdmx_membarrier(void)
 		rdmx_error("membarrier: %m");
 }
 
+static bool rdmx_membarrier_private_on;
+
+static void rdmx_membarrier_private_register(void)
+{
+	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+	rdmx_membarrier_private_on =
+		cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+		!syscall(SYS_membarrier,
+			 MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+}
+
+bool rdmx_membarrier_private_ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, rdmx_membarrier_private_register);
+	return rdmx_membarrier_private_on;
+}
+
+void rdmx_membarrier_private(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0))
+		rdmx_error("membarrier: %m");
+}
+
 static uint64_t rdmx_mem_ino(int fd)
 {
 	struct stat st;

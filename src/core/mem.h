@@ -95,6 +95,13 @@ int rdmx_memfd_map(const char *name, size_t len, unsigned mfd_flags,
  */
 bool rdmx_membarrier_ready(void);
 void rdmx_membarrier(void);
+/*
+ * The same between this process's threads only (a cq's lane, cq.c): the
+ * barrier interrupts the CPUs that run this process's threads, not every
+ * registered process on the host.
+ */
+bool rdmx_membarrier_private_ready(void);
+void rdmx_membarrier_private(void);
 
 /*
  * The context's grant table, created on first use: its descriptor and
