@@ -41,60 +41,77 @@ fail:
 	return -1;
 }
 
-static bool rdmx_membarrier_on;
+/* One kind of expedited barrier: its command, and whether this process is
+ * registered for it (once). */
+struct rdmx_membarrier_kind {
+	const char *name, *without;
+	int cmd, reg;
+	bool on;
+};
 
-static void rdmx_membarrier_register(void)
+static struct rdmx_membarrier_kind rdmx_membarrier_global = {
+	"global", "shm keeps full fences", MEMBARRIER_CMD_GLOBAL_EXPEDITED,
+	MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED
+};
+static struct rdmx_membarrier_kind rdmx_membarrier_own = {
+	"private", "a cq's poller takes its lock",
+	MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+	MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED
+};
+
+/* A seccomp filter may refuse it: then what needs it does without. */
+static void rdmx_membarrier_register(struct rdmx_membarrier_kind *k)
 {
 	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 
-	/* A seccomp filter may refuse it: then the full fences stay. */
-	rdmx_membarrier_on =
-		cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-		!syscall(SYS_membarrier,
-			 MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0);
-	if (!rdmx_membarrier_on)
-		rdmx_debug("membarrier: not available, shm keeps full fences");
+	k->on = cmds > 0 && (cmds & k->cmd) &&
+		!syscall(SYS_membarrier, k->reg, 0, 0);
+	if (!k->on)
+		rdmx_debug("membarrier, %s: not available; %s", k->name,
+			   k->without);
+}
+
+static void rdmx_membarrier_register_global(void)
+{
+	rdmx_membarrier_register(&rdmx_membarrier_global);
+}
+
+static void rdmx_membarrier_register_own(void)
+{
+	rdmx_membarrier_register(&rdmx_membarrier_own);
+}
+
+static void rdmx_membarrier_issue(const struct rdmx_membarrier_kind *k)
+{
+	/* Cannot fail once registered; if it did, log it. */
+	if (syscall(SYS_membarrier, k->cmd, 0, 0))
+		rdmx_error("membarrier: %m");
 }
 
 bool rdmx_membarrier_ready(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	pthread_once(&once, rdmx_membarrier_register);
-	return rdmx_membarrier_on;
+	pthread_once(&once, rdmx_membarrier_register_global);
+	return rdmx_membarrier_global.on;
 }
 
 void rdmx_membarrier(void)
 {
-	/* Cannot fail once registered; if it did, log it. */
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
-		rdmx_error("membarrier: %m");
-}
-
-static bool rdmx_membarrier_private_on;
-
-static void rdmx_membarrier_private_register(void)
-{
-	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-
-	rdmx_membarrier_private_on =
-		cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-		!syscall(SYS_membarrier,
-			 MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+	rdmx_membarrier_issue(&rdmx_membarrier_global);
 }
 
 bool rdmx_membarrier_private_ready(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	pthread_once(&once, rdmx_membarrier_private_register);
-	return rdmx_membarrier_private_on;
+	pthread_once(&once, rdmx_membarrier_register_own);
+	return rdmx_membarrier_own.on;
 }
 
 void rdmx_membarrier_private(void)
 {
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0))
-		rdmx_error("membarrier: %m");
+	rdmx_membarrier_issue(&rdmx_membarrier_own);
 }
 
 static uint64_t rdmx_mem_ino(int fd)
