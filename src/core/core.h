@@ -423,12 +423,23 @@ void rdmx_lat_stamp_on(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 		       int n);
 void rdmx_lat_unstamp(struct rdmx_conn *conn, const struct rdmx_wr *wrs, int n);
 
+/*
+ * A connection's latency table. A connection is live before rdmx_accept
+ * returns it: a server whose RECVs come from a srq may complete and answer
+ * its first SEND while the accepting thread still attaches the table. Read
+ * it as the completion path does.
+ */
+static inline struct rdmx_lat *rdmx_lat_of(const struct rdmx_conn *conn)
+{
+	return __atomic_load_n(&conn->lat, __ATOMIC_ACQUIRE);
+}
+
 /* Inline, the test for a table that is there only with metrics.latency:
  * a call on every post cost ~2 ns of a mapped 8-byte READ's ~44. */
 static inline void rdmx_lat_stamp(struct rdmx_conn *conn,
 				  const struct rdmx_wr *wrs, int n)
 {
-	if (__atomic_load_n(&conn->lat, __ATOMIC_ACQUIRE))
+	if (rdmx_lat_of(conn))
 		rdmx_lat_stamp_on(conn, wrs, n);
 }
 

@@ -49,8 +49,8 @@ static uintptr_t rdmx_cq_me(void)
 }
 
 /*
- * count and signaled change under cq->lock, relaxed; the owner reads
- * count without it (a push of its own), where a hint is all it needs.
+ * count changes under cq->lock, relaxed; the owner reads it without the
+ * lock (a push of its own), where a hint is all it needs.
  */
 static uint32_t rdmx_cq_count(const struct rdmx_cq *cq)
 {
@@ -208,6 +208,14 @@ static void rdmx_cq_share(struct rdmx_cq *cq)
 	}
 }
 
+/* rdmx_cq_share, taking the lock for it. */
+static void rdmx_cq_share_now(struct rdmx_cq *cq)
+{
+	rdmx_spin_lock(&cq->lock);
+	rdmx_cq_share(cq);
+	rdmx_spin_unlock(&cq->lock);
+}
+
 /* The owner's push, into its lane while the ring is empty. */
 static bool rdmx_cq_lane_push(struct rdmx_cq *cq,
 			      const struct rdmx_completion *wc)
@@ -262,9 +270,7 @@ static int rdmx_cq_lane_take(struct rdmx_cq *cq, struct rdmx_completion *wc,
 	if (owner == RDMX_CQ_SHARED || !owner)
 		return 0;
 	if (owner != rdmx_cq_me()) {
-		rdmx_spin_lock(&cq->lock);
-		rdmx_cq_share(cq);
-		rdmx_spin_unlock(&cq->lock);
+		rdmx_cq_share_now(cq);
 		return 0;
 	}
 	if (!rdmx_cq_enter(cq))
@@ -444,11 +450,8 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 		       ? cq->ctx->cfg.progress_wait_spin_us
 		       : UINT64_MAX; /* polling: never sleep */
 	deadline = rdmx_deadline(timeout_ms);
-	if (!rdmx_cq_owned_by_me(cq)) { /* the lane is not ours to see */
-		rdmx_spin_lock(&cq->lock);
-		rdmx_cq_share(cq);
-		rdmx_spin_unlock(&cq->lock);
-	}
+	if (!rdmx_cq_owned_by_me(cq)) /* the lane is not ours to see */
+		rdmx_cq_share_now(cq);
 	for (bool spinning = true;;) {
 		/* Past the spin, woken: progress once, not as a spinner (that
 		 * would send the progress thread into its back-off). */

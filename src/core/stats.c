@@ -132,17 +132,6 @@ static void rdmx_count(struct rdmx_ctx *ctx, bool out, enum rdmx_opcode op,
 	rdmx_shard_add(out ? &sh->bytes_out[op] : &sh->bytes_in[op], bytes);
 }
 
-/*
- * A connection is live before rdmx_accept returns it: a server whose RECVs
- * come from a srq may complete and answer its first SEND while the
- * accepting thread still attaches the table. Read it as the completion
- * path does.
- */
-static struct rdmx_lat *rdmx_lat_of(const struct rdmx_conn *conn)
-{
-	return __atomic_load_n(&conn->lat, __ATOMIC_ACQUIRE);
-}
-
 static uint64_t rdmx_now_ns(void)
 {
 	struct timespec ts;
