@@ -449,6 +449,47 @@ static void test_conn_peer_killed_mid_frame_unread(void **state)
 	side_close(&s);
 }
 
+/*
+ * A peer killed while we only spin on rdmx_poll (no rdmx_cq_wait): the
+ * caller that spins serves its connections itself, and what only epoll
+ * shows (shm: the control socket closing, since a dead peer's ring says
+ * nothing) must still reach it. shm's spinner asks epoll once a
+ * millisecond at most, rather than one empty poll in 32.
+ */
+static void test_conn_peer_killed_under_a_spinner(void **state)
+{
+	struct rig r;
+	struct buf rb;
+	struct rdmx_sge s;
+	struct rdmx_completion wc;
+	double t0;
+	int n = 0;
+
+	(void)state;
+	rig_open(&r, false);
+	(void)rig_target_region(&r);
+	buf_alloc(&r.s, &rb, 64, RDMX_ACCESS_LOCAL_WRITE);
+	s = sge_of(&rb, 0, 64);
+	assert_int_equal(rdmx_post_recv(r.conn, &s, 1, 5), RDMX_OK);
+	/* Spin a while first: a progress thread leaves a spinner its
+	 * connections. */
+	t0 = now_s();
+	while (now_s() - t0 < 0.05)
+		assert_int_equal(rdmx_poll(r.s.cq, &wc, 1), 0);
+	rig_kill(&r);
+	t0 = now_s();
+	while (n == 0 && now_s() - t0 < T_FLUSH_S)
+		n = rdmx_poll(r.s.cq, &wc, 1);
+	assert_int_equal(n, 1);
+	print_message("the spinner saw its peer die in %.1f ms\n",
+		      (now_s() - t0) * 1e3);
+	assert_int_equal(wc.opcode, RDMX_OP_RECV);
+	assert_int_equal(wc.wr_id, 5);
+	assert_int_equal(wc.status, RDMX_ERR_CONN_LOST);
+	buf_free(&rb);
+	rig_close(&r);
+}
+
 static void test_conn_close_flushes(void **state)
 {
 	struct pair p;
@@ -602,6 +643,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conn_target_killed_mid_read),
 		cmocka_unit_test(test_conn_initiator_killed_mid_write),
 		cmocka_unit_test(test_conn_peer_killed_mid_frame_unread),
+		cmocka_unit_test(test_conn_peer_killed_under_a_spinner),
 		cmocka_unit_test(test_conn_close_flushes),
 		cmocka_unit_test(test_conn_close_flushes_writes_in_flight),
 		cmocka_unit_test(test_conn_close_flushes_in_posting_order),

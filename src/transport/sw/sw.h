@@ -124,6 +124,7 @@ struct rdmx_sw_ctx {
 	_Atomic unsigned app_polls;
 	_Atomic unsigned stamp_every; /* rdmx_sw_polled; from STAMP_MIN */
 	_Atomic unsigned empty_polls; /* rdmx_sw_empty_poll */
+	_Atomic uint64_t spin_epoll_us; /* a spinner's last epoll_wait */
 	atomic_bool backing_off;
 	/*
 	 * The connections that hold ACKs back (rdmx_sw_release_acks), each
