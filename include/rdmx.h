@@ -227,11 +227,12 @@ rdmx_status rdmx_mr_dereg(struct rdmx_mr *mr);
  * on this host can map. Registered with rdmx_mr_reg(), it is where a shm
  * peer does WRITE, READ and atomics itself, with its own loads and stores:
  * the data is copied once and this process's CPU takes no part (the same
- * access checks apply; rdmx_shm(7)). On tcp and verbs it is memory like
- * any other. @flags: RDMX_MEM_HUGE backs it with huge pages when the
- * system has them reserved, else with ordinary pages (logged). Errors:
- * RDMX_ERR_INVALID (NULL arguments, a zero length, unknown flags; logged),
- * RDMX_ERR_NOMEM. Freed by rdmx_mem_free(), before rdmx_ctx_destroy().
+ * access checks apply; rdmx_shm(7)). Resident from the start, as a NIC's
+ * registered memory is pinned: no request pays a page fault. On tcp and
+ * verbs it is memory like any other. @flags: RDMX_MEM_HUGE backs it with huge
+ * pages when the system has them reserved, else with ordinary pages (logged).
+ * Errors: RDMX_ERR_INVALID (NULL arguments, a zero length, unknown flags;
+ * logged), RDMX_ERR_NOMEM. Freed by rdmx_mem_free(), before rdmx_ctx_destroy().
  */
 enum rdmx_mem_flags {
 	RDMX_MEM_HUGE = 1 << 0,

@@ -195,7 +195,10 @@ static uint8_t *rdmx_shm_block(struct rdmx_shm_pipe *p,
 		close(fd);
 		return NULL;
 	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* Its pages are there (rdmx_mem_alloc): fill our tables at once, not a
+	 * fault per page in the requests to come. */
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	if (base == MAP_FAILED)
 		return NULL;
