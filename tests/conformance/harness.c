@@ -474,6 +474,32 @@ int harness_free_port(void)
 	return port;
 }
 
+int harness_maps(const char *name, long *size, long *rss, int max)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool named = false;
+	int n = 0;
+	long kb;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, ' ') &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			/* A mapping's first line: its range, then its name. */
+			named = strstr(line, name) != NULL;
+		} else if (named && n < max &&
+			   sscanf(line, "Size: %ld kB", &kb) == 1) {
+			size[n] = kb;
+		} else if (named && n < max &&
+			   sscanf(line, "Rss: %ld kB", &kb) == 1) {
+			rss[n++] = kb;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
 void harness_usage(long *fds, long *rss)
 {
 	long pages = 0, res = 0;

@@ -157,6 +157,12 @@ void harness_usage(long *fds, long *rss);
 /* Write system calls of this process so far (/proc/self/io syscw), or -1.
  */
 long harness_syscw(void);
+/*
+ * The mappings of this process whose line in /proc/self/smaps names
+ * @name: the kB of each, in @size, and the kB resident, in @rss (at most
+ * @max); returns how many.
+ */
+int harness_maps(const char *name, long *size, long *rss, int max);
 
 /* The transport the suite runs over ("tcp" unless RDMX_TRANSPORT says). */
 const char *suite_transport(void);

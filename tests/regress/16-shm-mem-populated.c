@@ -8,41 +8,13 @@
  * of 1 MiB over 16 slots spent ~8 ms of a 1000-WRITE run in them, 23
  * against 37 GB/s at 300 WRITEs.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "harness.h"
 
 #define LEN (1u << 20)
-
-/* Rss and Size in kB of each mapping of rdmx_mem_alloc's memory. */
-static int mem_maps(long *rss, long *size, int max)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	bool mem = false;
-	int n = 0;
-	long kb;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		if (strchr(line, '-') && strchr(line, ' ') &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			mem = strstr(line, "rdmx-mem") != NULL;
-		} else if (mem && sscanf(line, "Size: %ld kB", &kb) == 1 &&
-			   n < max) {
-			size[n] = kb;
-		} else if (mem && sscanf(line, "Rss: %ld kB", &kb) == 1 &&
-			   n < max) {
-			rss[n++] = kb;
-		}
-	}
-	fclose(f);
-	return n;
-}
 
 static void test_mem_resident_from_alloc(void **state)
 {
@@ -86,7 +58,7 @@ static void test_peer_maps_populated(void **state)
 	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
 			 RDMX_OK);
 	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
-	n = mem_maps(rss, size, 8);
+	n = harness_maps("rdmx-mem", size, rss, 8);
 	for (int i = 0; i < n; i++)
 		print_message("rdmx-mem mapping %d: %ld of %ld kB resident\n",
 			      i, rss[i], size[i]);

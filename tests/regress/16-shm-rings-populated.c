@@ -6,43 +6,14 @@
  * ~6,000 messages of a ping-pong had a quarter of their samples over
  * twice the median, and a run of 20,000 a p99 of 0.8-1.3 us against 0.5.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "harness.h"
-
-/*
- * The kB resident of each mapping of a shm ring in this process
- * (/proc/self/smaps), into @rss (at most @max); returns how many.
- */
-static int ring_rss(long *rss, int max)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	bool ring = false;
-	int n = 0;
-	long kb;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		if (strchr(line, '-') && strchr(line, ' ') &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			/* A mapping's first line: its range, then its name. */
-			ring = strstr(line, "rdmx-shm-ring") != NULL;
-		} else if (ring && sscanf(line, "Rss: %ld kB", &kb) == 1 &&
-			   n < max) {
-			rss[n++] = kb;
-		}
-	}
-	fclose(f);
-	return n;
-}
 
 static void test_shm_rings_populated(void **state)
 {
 	struct pair p;
-	long rss[8];
+	long rss[8], size[8];
 	long ring_kb = 512; /* shm.ring_size's default */
 	int n;
 
@@ -50,7 +21,7 @@ static void test_shm_rings_populated(void **state)
 	setenv("RDMX_TRANSPORT", "shm", 1);
 	pair_open(&p);
 	/* Two rings, each mapped by its owner and by its peer. */
-	n = ring_rss(rss, 8);
+	n = harness_maps("rdmx-shm-ring", size, rss, 8);
 	assert_int_equal(n, 4);
 	for (int i = 0; i < n; i++) {
 		print_message("ring mapping %d: %ld kB resident\n", i, rss[i]);
