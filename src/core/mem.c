@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -42,43 +43,45 @@ fail:
 }
 
 /* One kind of expedited barrier: its command, and whether this process is
- * registered for it (once). */
+ * registered for it (0 not asked yet, 1 yes, -1 no). */
 struct rdmx_membarrier_kind {
 	const char *name, *without;
 	int cmd, reg;
-	bool on;
+	_Atomic int state;
 };
 
 static struct rdmx_membarrier_kind rdmx_membarrier_global = {
 	"global", "shm keeps full fences", MEMBARRIER_CMD_GLOBAL_EXPEDITED,
-	MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED
+	MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0
 };
 static struct rdmx_membarrier_kind rdmx_membarrier_own = {
 	"private", "a cq's poller takes its lock",
 	MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-	MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED
+	MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0
 };
 
-/* A seccomp filter may refuse it: then what needs it does without. */
-static void rdmx_membarrier_register(struct rdmx_membarrier_kind *k)
+/*
+ * Registered for @k's barrier (the first call registers). Threads that
+ * race to the first call each register: registering again is harmless,
+ * and each has registered before it answers yes. A seccomp filter may
+ * refuse it: then what needs it does without.
+ */
+static bool rdmx_membarrier_kind_ready(struct rdmx_membarrier_kind *k)
 {
-	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	int state = atomic_load_explicit(&k->state, memory_order_acquire);
+	long cmds;
+	bool on;
 
-	k->on = cmds > 0 && (cmds & k->cmd) &&
-		!syscall(SYS_membarrier, k->reg, 0, 0);
-	if (!k->on)
+	if (state)
+		return state > 0;
+	cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	on = cmds > 0 && (cmds & k->cmd) &&
+	     !syscall(SYS_membarrier, k->reg, 0, 0);
+	if (!on)
 		rdmx_debug("membarrier, %s: not available; %s", k->name,
 			   k->without);
-}
-
-static void rdmx_membarrier_register_global(void)
-{
-	rdmx_membarrier_register(&rdmx_membarrier_global);
-}
-
-static void rdmx_membarrier_register_own(void)
-{
-	rdmx_membarrier_register(&rdmx_membarrier_own);
+	atomic_store_explicit(&k->state, on ? 1 : -1, memory_order_release);
+	return on;
 }
 
 static void rdmx_membarrier_issue(const struct rdmx_membarrier_kind *k)
@@ -90,10 +93,7 @@ static void rdmx_membarrier_issue(const struct rdmx_membarrier_kind *k)
 
 bool rdmx_membarrier_ready(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, rdmx_membarrier_register_global);
-	return rdmx_membarrier_global.on;
+	return rdmx_membarrier_kind_ready(&rdmx_membarrier_global);
 }
 
 void rdmx_membarrier(void)
@@ -103,10 +103,7 @@ void rdmx_membarrier(void)
 
 bool rdmx_membarrier_private_ready(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, rdmx_membarrier_register_own);
-	return rdmx_membarrier_own.on;
+	return rdmx_membarrier_kind_ready(&rdmx_membarrier_own);
 }
 
 void rdmx_membarrier_private(void)
