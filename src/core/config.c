@@ -148,9 +148,10 @@ static const struct rdmx_config_row rdmx_config_keys[] = {
 	  "thread costs tens of microseconds on VMs." },
 	{ "progress.idle_after", "1ms", RDMX_CFG_TIME_US, 0, 1000000, NULL,
 	  RDMX_CFG_FIELD(progress_idle_after_us),
-	  "While a caller spins on rdmx_poll, the progress thread stays out "
-	  "of its way until it has been quiet this long (it looks every "
-	  "50 ms); 0 never." },
+	  "While a caller spins on rdmx_poll (or, over tcp, sleeps in "
+	  "rdmx_cq_wait or polls from a loop on rdmx_cq_fd), the progress "
+	  "thread stays out of its way until it has been quiet this long "
+	  "(it looks every 50 ms); 0 never." },
 	{ "progress.cpu", "auto", RDMX_CFG_INDEX, 0, 1023, NULL,
 	  RDMX_CFG_FIELD(progress_cpu),
 	  "CPU the progress threads run on; auto: wherever the scheduler "

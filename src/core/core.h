@@ -131,6 +131,15 @@ struct rdmx_transport_ops {
 	 */
 	void (*polled)(void *priv);
 	/*
+	 * Optional: a caller serves this transport from progress_fd, which
+	 * shows all its input: it sleeps on the fd in rdmx_cq_wait (@sleeping
+	 * 1 going in, -1 woken) or polls from an event loop on rdmx_cq_fd
+	 * (0). A background thread may stay out of its way while one sleeps,
+	 * and as for progress(spinning) after. NULL: a caller that goes to
+	 * sleep calls idle() and the thread serves.
+	 */
+	void (*served)(void *priv, int sleeping);
+	/*
 	 * Optional: can this transport reach the peer of the control socket
 	 * @fd from here? Decides what the handshake offers. NULL: yes.
 	 */
@@ -231,6 +240,14 @@ int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning);
 void rdmx_ctx_idle(struct rdmx_ctx *ctx);
 /* Tell every open transport that a spinning caller polled (ops.polled). */
 void rdmx_ctx_polled(struct rdmx_ctx *ctx);
+/*
+ * A caller serves from the progress fds (ops.served): @sleeping 1 before
+ * it sleeps on them, -1 with the mask that call returned once it woke, 0
+ * for a poll from an event loop on rdmx_cq_fd. A transport without
+ * ops.served is told idle() at sleep instead. Returns the transports told
+ * of a sleeper.
+ */
+unsigned rdmx_ctx_served(struct rdmx_ctx *ctx, int sleeping, unsigned told);
 void rdmx_ctx_child(struct rdmx_ctx *ctx, unsigned *counter, int delta);
 
 /* ---- memory registration ------------------------------------------------ */

@@ -388,6 +388,8 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	 */
 	spinning =
 		!atomic_load_explicit(&cq->fd_exported, memory_order_relaxed);
+	if (!spinning) /* its event loop serves what the fd shows */
+		rdmx_ctx_served(cq->ctx, 0, 0);
 	n = rdmx_cq_take(cq, wc, max);
 	if (n) {
 		/*
@@ -443,6 +445,7 @@ static void rdmx_cq_sleep(struct rdmx_cq *cq, int timeout_ms)
 rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 {
 	uint64_t start = rdmx_now_us(), deadline, spin, now;
+	unsigned told;
 
 	if (!cq)
 		return rdmx_invalid("rdmx_cq_wait", "NULL cq");
@@ -465,8 +468,12 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 			continue;
 		spinning = false;
 
-		/* From here the background thread must serve: hand over. */
-		rdmx_ctx_idle(cq->ctx);
+		/*
+		 * From here we serve what wakes us (ops.served), or hand
+		 * over to the background thread (over tcp it was woken by
+		 * each answer too, and ran first on our CPU).
+		 */
+		told = rdmx_ctx_served(cq->ctx, 1, 0);
 		rdmx_spin_lock(&cq->lock);
 		rdmx_cq_share(cq); /* the eventfd wakes it, not the lane */
 		cq->waiters++;
@@ -479,6 +486,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 		rdmx_spin_lock(&cq->lock);
 		cq->waiters--;
 		rdmx_spin_unlock(&cq->lock);
+		rdmx_ctx_served(cq->ctx, -1, told);
 	}
 }
 
@@ -504,8 +512,15 @@ int rdmx_cq_fd(struct rdmx_cq *cq)
 	rdmx_cq_watch(cq);
 	rdmx_cq_share(cq); /* the fd shows the ring's eventfd, not the lane */
 	fd = cq->wfd >= 0 ? cq->wfd : cq->efd;
-	atomic_store_explicit(&cq->fd_exported, true, memory_order_relaxed);
-	rdmx_ctx_idle(cq->ctx);
+	/*
+	 * The first call hands over to the background thread (a caller that
+	 * spun kept it backed off); an event loop that asks each time round
+	 * woke it with each call (and over tcp keeps it out of the way by
+	 * polling: ops.served).
+	 */
+	if (!atomic_exchange_explicit(&cq->fd_exported, true,
+				      memory_order_relaxed))
+		rdmx_ctx_idle(cq->ctx);
 	if (rdmx_cq_count(cq))
 		rdmx_cq_signal(cq);
 	rdmx_spin_unlock(&cq->lock);

@@ -389,6 +389,28 @@ void rdmx_ctx_idle(struct rdmx_ctx *ctx)
 	rdmx_ctx_tell(ctx, true);
 }
 
+unsigned rdmx_ctx_served(struct rdmx_ctx *ctx, int sleeping, unsigned told)
+{
+	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
+		void *priv = atomic_load_explicit(&ctx->tp[i].priv,
+						  memory_order_acquire);
+		const struct rdmx_transport_ops *ops = ctx->tp[i].ops;
+
+		/* Woken: only those told of the sleep (one may have opened
+		 * since). */
+		if (!priv || (sleeping < 0 && !(told & (1u << i))))
+			continue;
+		if (ops->served) {
+			ops->served(priv, sleeping);
+			if (sleeping > 0)
+				told |= 1u << i;
+		} else if (sleeping > 0 && ops->idle) {
+			ops->idle(priv);
+		}
+	}
+	return told;
+}
+
 rdmx_status rdmx_ctx_config(const struct rdmx_ctx *ctx, const char *key,
 			    char *buf, size_t len)
 {

@@ -111,6 +111,7 @@ struct rdmx_sw_ctx {
 	int timer_fd; /* the watchdog's tick, armed while connections live */
 	atomic_bool stopping;
 	pthread_t thread;
+	atomic_int thread_tid; /* its kernel id, once it runs (tests, perf) */
 	bool thread_running;
 	/*
 	 * Spinning callers drive progress; while one polled within
@@ -125,6 +126,9 @@ struct rdmx_sw_ctx {
 	_Atomic unsigned stamp_every; /* rdmx_sw_polled; from STAMP_MIN */
 	_Atomic unsigned empty_polls; /* rdmx_sw_empty_poll */
 	_Atomic uint64_t spin_epoll_us; /* a spinner's last epoll_wait */
+	/* Callers asleep on epfd that serve when woken (rdmx_sw_caller_serves).
+	 */
+	atomic_int sleepers;
 	atomic_bool backing_off;
 	/*
 	 * The connections that hold ACKs back (rdmx_sw_release_acks), each
@@ -552,6 +556,7 @@ void rdmx_sw_rx_progress(struct rdmx_sw_conn *c, bool hold);
 int rdmx_sw_progress(void *priv, bool spinning);
 void rdmx_sw_idle(void *priv);
 void rdmx_sw_polled(void *priv);
+void rdmx_sw_caller_serves(void *priv, int sleeping);
 int rdmx_sw_progress_fd(void *priv);
 void *rdmx_sw_thread(void *arg);
 

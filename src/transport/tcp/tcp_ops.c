@@ -59,5 +59,6 @@ const struct rdmx_transport_ops rdmx_tcp_ops = {
 	.progress = rdmx_sw_progress,
 	.idle = rdmx_sw_idle,
 	.polled = rdmx_sw_polled,
+	.served = rdmx_sw_caller_serves,
 	.progress_fd = rdmx_sw_progress_fd,
 };
