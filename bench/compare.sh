@@ -27,8 +27,10 @@
 # ping-pongs, memcpy); and
 # sleeping waiters: rdmx's READ with the measuring side asleep (in
 # rdmx_cq_wait, or in poll on rdmx_cq_fd) beside a blocking TCP ping-pong,
-# where each message costs a cross-core wake-up. Rows say "spin" or "sleep";
-# then rdmx's latency rows beside UCX again, over all their samples.
+# where each message costs a cross-core wake-up, and the tcp ones again
+# beside a raw round trip whose client sleeps (their floor). Rows say "spin"
+# or "sleep"; then rdmx's latency rows beside UCX again, over all their
+# samples.
 #
 # usage: bench/compare.sh [--json] [--svg FILE]   (QUICK=1 for a short pass)
 #   --json  the table on stderr, and on stdout one JSON object: every row
@@ -325,9 +327,9 @@ row "write 65536 B GB/s" "$(jget gb_per_s <<<"$j")"
 
 # The host's limits, by the project's own programs (build/bench), spinning.
 BIN=build/bench
-tcp_pp() { # SIZE ITERS [--spin] -> its JSON line (one-way latency)
+tcp_pp() { # SIZE ITERS [CLIENT_FLAG [SERVER_FLAG]] -> its JSON line (one-way)
 	next_port
-	taskset -c 0 "$BIN/tcp_pingpong" server "$port" ${3:-} >/dev/null 2>&1 &
+	taskset -c 0 "$BIN/tcp_pingpong" server "$port" ${4-${3:-}} >/dev/null 2>&1 &
 	timeout 120 taskset -c 1 "$BIN/tcp_pingpong" client 127.0.0.1 "$port" "$1" "$2" ${3:-} || true
 	wait 2>/dev/null || true
 }
@@ -353,12 +355,28 @@ done < <(taskset -c 1 "$BIN/memcpy_bw" 0.3)
 head_row "sleeping waiters" "tcp-block"
 j=$(tcp_pp 4096 $((NL / 4)))
 bm=$(jget lat_us.median <<<"$j") bp=$(jget lat_us.p99 <<<"$j")
+declare -A slept
 for tr in shm tcp; do
 	for w in sleep fd; do
 		j=$(MEM=malloc RDMX_PROGRESS_WAIT_SPIN=0 rdmx_run $tr --op read -s 4096 -n $((NL / 4)) --wait $w)
-		row "$tr read 4096 B $w p50 us" "$(jget lat_us.median <<<"$j")" "$bm"
-		row "$tr read 4096 B $w p99 us" "$(jget lat_us.p99 <<<"$j")" "$bp"
+		slept["$tr $w p50"]=$(jget lat_us.median <<<"$j")
+		slept["$tr $w p99"]=$(jget lat_us.p99 <<<"$j")
+		row "$tr read 4096 B $w p50 us" "${slept["$tr $w p50"]}" "$bm"
+		row "$tr read 4096 B $w p99 us" "${slept["$tr $w p99"]}" "$bp"
 	done
+done
+
+# The tcp rows beside their floor: a raw round trip of 4096 B each way
+# whose client sleeps in recv while the server spins, as rdmx's server
+# does: one wake-up per READ, as the goal asks. tcp_pingpong reports half
+# a round trip; a READ's latency is the whole.
+head_row "sleeping, raw round trip" "tcp-rt"
+j=$(tcp_pp 4096 $((NL / 4)) "" --spin)
+twice() { awk -v x="$1" 'BEGIN { if (x == "n/a") print x; else printf "%.3f\n", 2 * x }'; }
+fm=$(twice "$(jget lat_us.median <<<"$j")") fp=$(twice "$(jget lat_us.p99 <<<"$j")")
+for w in sleep fd; do
+	row "tcp read 4096 B $w p50 us" "${slept["tcp $w p50"]}" "$fm"
+	row "tcp read 4096 B $w p99 us" "${slept["tcp $w p99"]}" "$fp"
 done
 
 # The rows beside UCX again, rdmx's figure over all its samples (start-up
