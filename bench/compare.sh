@@ -84,6 +84,12 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 next_port() { port=$((port + 1)); }
 
+# Nothing runs beside a measured run: each tool's output goes to a file
+# and is read once the run is over. A parser at the end of its pipe starts
+# with it, and python3 may be a pyenv shim that takes ~0.5 s of CPU to
+# start: a 1 MiB shm WRITE run read 22 GB/s beside it, 43 alone.
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
 # rdmx_run TRANSPORT ARGS... -> the client's JSON line. Buffers from
 # rdmx_mem_alloc on both sides (bench's default), or with MEM=malloc from
 # the heap on both.
@@ -95,10 +101,11 @@ rdmx_run() {
 		--mem "${MEM:-mapped}" >"$tmp/srv" 2>&1 &
 	sleep 0.2
 	RDMX_TRANSPORT=$t timeout 120 taskset -c 1 "$RDMX" bench "127.0.0.1:$port" --json \
-		--mem "${MEM:-mapped}" "$@" 2>/dev/null || true
+		--mem "${MEM:-mapped}" "$@" >"$tmp/cli" 2>/dev/null || true
 	wait 2>/dev/null || true
+	cat "$tmp/cli"
 }
-jget() { python3 -c 'import json,sys
+jget() { $PY -c 'import json,sys
 try:
     d=json.loads(sys.stdin.read()); v=d
     for k in sys.argv[1].split("."): v=v[k]
@@ -113,8 +120,9 @@ ucx_run() {
 	env $envs taskset -c 0 ucx_perftest -p "$port" >"$tmp/usrv" 2>&1 &
 	sleep 0.5
 	env $envs timeout 120 taskset -c 1 ucx_perftest 127.0.0.1 -p "$port" \
-		-t "$test" -s "$size" "$@" 2>/dev/null | grep '^Final:' || true
+		-t "$test" -s "$size" "$@" >"$tmp/cli" 2>/dev/null || true
 	wait 2>/dev/null || true
+	grep '^Final:' "$tmp/cli" || true
 }
 # column 3: the -R percentile latency (us); column 7: overall MB/s (MiB)
 ucx_lat() { ucx_run "$1" "$2" "$3" -n $NL -w $((NL / 10)) -R "$4" | awk '{print $3}'; }
@@ -125,12 +133,13 @@ fi_lat() {
 	next_port
 	taskset -c 0 fi_pingpong -e "$2" -p "$1" -B "$port" -I $NL -S "$3" >"$tmp/fsrv" 2>&1 &
 	sleep 0.5
-	timeout 120 taskset -c 1 fi_pingpong -e "$2" -p "$1" -P "$port" -I $NL -S "$3" 127.0.0.1 2>/dev/null |
-		awk 'NR == 2 { print $7 }' || true
+	timeout 120 taskset -c 1 fi_pingpong -e "$2" -p "$1" -P "$port" -I $NL -S "$3" 127.0.0.1 \
+		>"$tmp/cli" 2>/dev/null || true
 	wait 2>/dev/null || true
+	awk 'NR == 2 { print $7 }' "$tmp/cli"
 }
 
-ratio() { python3 -c 'import sys
+ratio() { $PY -c 'import sys
 try: print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")
 except Exception: print("-")' "$1" "$2"; }
 v() { [ -n "$1" ] && echo "$1" || echo n/a; }
@@ -286,10 +295,11 @@ qperf_bw() { # SIZE -> GB/s
 	taskset -c 0 qperf --listen_port "$port" >/dev/null 2>&1 &
 	local srv=$!
 	sleep 0.3
-	timeout 60 taskset -c 1 qperf -lp "$port" -m "$1" -uu 127.0.0.1 tcp_bw 2>/dev/null |
-		awk '$1 == "bw" { printf "%.3f\n", $3 / 1e9 }' || true
+	timeout 60 taskset -c 1 qperf -lp "$port" -m "$1" -uu 127.0.0.1 tcp_bw \
+		>"$tmp/cli" 2>/dev/null || true
 	kill $srv 2>/dev/null || true
 	wait 2>/dev/null || true
+	awk '$1 == "bw" { printf "%.3f\n", $3 / 1e9 }' "$tmp/cli"
 }
 for tr in shm tcp; do
 	# shellcheck disable=SC2046
@@ -345,7 +355,7 @@ done
 while read -r line; do
 	row "memcpy $(sed 's/.*"case":"\([^"]*\)".*/\1/' <<<"$line") GB/s" \
 		"$(jget gb_per_s <<<"$line")"
-done < <(taskset -c 1 "$BIN/memcpy_bw" 0.3)
+done <<<"$(taskset -c 1 "$BIN/memcpy_bw" 0.3)"
 
 # Sleeping waiters: the measuring side sleeps for each completion (the
 # server spins, as a NIC serves a READ), beside a blocking TCP ping-pong
@@ -399,7 +409,7 @@ if [ -n "$SVG" ]; then
 			printf '%s\t%s\t%s\t%s\n' $tr $size "$r" "$u" >>"$tmp/curve.tsv"
 		done
 	done
-	python3 - "$tmp/curve.tsv" "$SVG" <<'PY'
+	$PY - "$tmp/curve.tsv" "$SVG" <<'PY'
 import math, sys
 pts = {}
 for line in open(sys.argv[1]):
@@ -470,7 +480,7 @@ echo "as ucx_perftest takes its own; \"rdmx, every sample\" has rdmx's over"
 echo "all $NL of the same runs."
 
 if [ $JSON = 1 ]; then
-	python3 - "$tmp/rows.tsv" >&3 <<'PY'
+	$PY - "$tmp/rows.tsv" >&3 <<'PY'
 import json, sys
 rows = []
 for line in open(sys.argv[1]):
