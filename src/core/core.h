@@ -320,6 +320,9 @@ struct rdmx_cq {
 	atomic_uint wfd_tps;
 	atomic_bool fd_exported; /* the user holds wfd: always signal */
 	bool signaled; /* efd counter is nonzero */
+	/* A push of the polling thread's own progress left efd for the end
+	 * of its rdmx_poll (rdmx_cq_signal). */
+	atomic_bool signal_due;
 	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;
 	atomic_uint polls; /* rdmx_poll's that found some; relaxed, racy */

@@ -164,6 +164,16 @@ static bool rdmx_cq_grow(struct rdmx_cq *cq)
 	return true;
 }
 
+/*
+ * The cq whose rdmx_poll this thread is in, making progress: what that
+ * progress completes on it, the same call takes. An event loop on
+ * rdmx_cq_fd wrote efd for each such completion and read it back as it
+ * took it, two system calls a completion (~1 us each on some of these
+ * VMs); the signal now waits for the end of the call, and is not made
+ * when the call took everything.
+ */
+static _Thread_local RDMX_TLS_FAST const struct rdmx_cq *rdmx_cq_polling;
+
 /* Call with cq->lock held. */
 static void rdmx_cq_signal(struct rdmx_cq *cq)
 {
@@ -171,6 +181,11 @@ static void rdmx_cq_signal(struct rdmx_cq *cq)
 
 	if (cq->signaled || (!cq->fd_exported && !cq->waiters))
 		return;
+	if (rdmx_cq_polling == cq) {
+		atomic_store_explicit(&cq->signal_due, true,
+				      memory_order_relaxed);
+		return;
+	}
 	if (write(cq->efd, &one, sizeof(one)) == sizeof(one))
 		cq->signaled = true;
 }
@@ -402,8 +417,18 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 			rdmx_ctx_polled(cq->ctx);
 		return n;
 	}
+	rdmx_cq_polling = cq;
 	if (rdmx_ctx_progress(cq->ctx, spinning))
 		n = rdmx_cq_take(cq, wc, max);
+	rdmx_cq_polling = NULL;
+	if (atomic_load_explicit(&cq->signal_due, memory_order_relaxed)) {
+		rdmx_spin_lock(&cq->lock);
+		atomic_store_explicit(&cq->signal_due, false,
+				      memory_order_relaxed);
+		if (rdmx_cq_count(cq))
+			rdmx_cq_signal(cq);
+		rdmx_spin_unlock(&cq->lock);
+	}
 	return n;
 }
 
