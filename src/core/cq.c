@@ -165,12 +165,12 @@ static bool rdmx_cq_grow(struct rdmx_cq *cq)
 }
 
 /*
- * The cq whose rdmx_poll this thread is in, making progress: what that
- * progress completes on it, the same call takes. An event loop on
- * rdmx_cq_fd wrote efd for each such completion and read it back as it
- * took it, two system calls a completion (~1 us each on some of these
- * VMs); the signal now waits for the end of the call, and is not made
- * when the call took everything.
+ * The cq whose rdmx_poll, from an event loop on rdmx_cq_fd, this thread is
+ * in, making progress: what that progress completes on it, the same call
+ * takes. Such a loop wrote efd for each of those completions and read it
+ * back as it took it, two system calls a completion (~1 us each on some
+ * of these VMs); the signal now waits for the end of the call, and is not
+ * made when the call took everything.
  */
 static _Thread_local RDMX_TLS_FAST const struct rdmx_cq *rdmx_cq_polling;
 
@@ -188,6 +188,19 @@ static void rdmx_cq_signal(struct rdmx_cq *cq)
 	}
 	if (write(cq->efd, &one, sizeof(one)) == sizeof(one))
 		cq->signaled = true;
+}
+
+/* The end of that rdmx_poll: the signal its progress left, if still due. */
+static void rdmx_cq_signal_due(struct rdmx_cq *cq)
+{
+	rdmx_cq_polling = NULL;
+	if (!atomic_load_explicit(&cq->signal_due, memory_order_relaxed))
+		return;
+	rdmx_spin_lock(&cq->lock);
+	atomic_store_explicit(&cq->signal_due, false, memory_order_relaxed);
+	if (rdmx_cq_count(cq))
+		rdmx_cq_signal(cq);
+	rdmx_spin_unlock(&cq->lock);
 }
 
 /*
@@ -417,18 +430,12 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 			rdmx_ctx_polled(cq->ctx);
 		return n;
 	}
-	rdmx_cq_polling = cq;
+	if (!spinning) /* an event loop's: its own completions signal late */
+		rdmx_cq_polling = cq;
 	if (rdmx_ctx_progress(cq->ctx, spinning))
 		n = rdmx_cq_take(cq, wc, max);
-	rdmx_cq_polling = NULL;
-	if (atomic_load_explicit(&cq->signal_due, memory_order_relaxed)) {
-		rdmx_spin_lock(&cq->lock);
-		atomic_store_explicit(&cq->signal_due, false,
-				      memory_order_relaxed);
-		if (rdmx_cq_count(cq))
-			rdmx_cq_signal(cq);
-		rdmx_spin_unlock(&cq->lock);
-	}
+	if (!spinning)
+		rdmx_cq_signal_due(cq);
 	return n;
 }
 

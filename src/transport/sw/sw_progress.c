@@ -1140,8 +1140,7 @@ void rdmx_sw_caller_serves(void *priv, int sleeping)
 		rdmx_sw_release_acks(tctx); /* nobody will poll them out */
 	if (sleeping)
 		atomic_fetch_add(&tctx->sleepers, sleeping);
-	atomic_store_explicit(&tctx->app_poll_us, rdmx_now_us(),
-			      memory_order_relaxed);
+	rdmx_sw_polled(tctx); /* the spinner's stamp, as often as it */
 }
 
 /* The thread stays out of the callers' way: one sleeps on epfd, or one
