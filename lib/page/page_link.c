@@ -111,8 +111,13 @@ static rdmx_status page_link_lookup(struct page_link *l, const char *addr,
 			 name);
 		return RDMX_ERR_NOT_FOUND;
 	}
-	if (r.status != PAGE_REPLY_OK)
+	if (r.status != PAGE_REPLY_OK) {
+		page_log(RDMX_LOG_ERROR,
+			 "the memory server at %s refused our lookup of %s as "
+			 "malformed (its log says why)",
+			 addr, name);
 		return RDMX_ERR_PROTOCOL;
+	}
 	l->region = r.region;
 	return RDMX_OK;
 }

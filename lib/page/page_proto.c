@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The page service's two messages (page_proto.h). */
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "page_proto.h"
@@ -65,20 +67,42 @@ uint32_t page_lookup_encode(uint8_t *buf, const char *name)
 	return PAGE_LOOKUP_LEN;
 }
 
+/* Why @len bytes at @buf are no lookup; NULL when they are one. */
+static const char *page_lookup_fault(const uint8_t *buf, uint32_t len)
+{
+	if (len != PAGE_LOOKUP_LEN)
+		return "not the length of a lookup";
+	if (get32(buf) != PAGE_MAGIC)
+		return "not the page service's magic";
+	if (get16(buf + 4) != PAGE_VERSION)
+		return "another version";
+	if (get16(buf + 6) != PAGE_OP_LOOKUP)
+		return "not a lookup";
+	if (!page_name_ok((const char *)buf + 9, buf[8]))
+		return "a malformed region name";
+	return NULL;
+}
+
 bool page_lookup_decode(const uint8_t *buf, uint32_t len,
 			char name[RDMX_PAGE_NAME_MAX + 1])
 {
-	uint8_t n;
-
-	if (!page_header_ok(buf, len, PAGE_LOOKUP_LEN) ||
-	    get16(buf + 6) != PAGE_OP_LOOKUP)
+	if (page_lookup_fault(buf, len))
 		return false;
-	n = buf[8];
-	if (!page_name_ok((const char *)buf + 9, n))
-		return false;
-	memcpy(name, buf + 9, n);
-	name[n] = '\0';
+	memcpy(name, buf + 9, buf[8]);
+	name[buf[8]] = '\0';
 	return true;
+}
+
+void page_lookup_explain(const uint8_t *buf, uint32_t len, char *out,
+			 size_t size)
+{
+	const char *why = page_lookup_fault(buf, len);
+
+	snprintf(out, size,
+		 "%s (%" PRIu32 " bytes, magic 0x%08" PRIx32
+		 ", version %u, op %u, name length %u)",
+		 why ? why : "a valid lookup", len, get32(buf), get16(buf + 4),
+		 get16(buf + 6), buf[8]);
 }
 
 uint32_t page_reply_encode(uint8_t *buf, const struct page_reply *r)

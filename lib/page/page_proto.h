@@ -15,6 +15,7 @@
 #define RDMX_PAGE_PROTO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rdmx.h"
@@ -48,9 +49,15 @@ bool page_name_ok(const char *name, size_t len);
 
 /* Encode a lookup of @name (already checked) into @buf; returns its length. */
 uint32_t page_lookup_encode(uint8_t *buf, const char *name);
-/* Decode @len bytes into @name (NUL-terminated); false when malformed. */
+/*
+ * Decode @len bytes into @name (NUL-terminated); false when malformed.
+ * @buf holds PAGE_MSG bytes whatever @len says (a RECV buffer).
+ */
 bool page_lookup_decode(const uint8_t *buf, uint32_t len,
 			char name[RDMX_PAGE_NAME_MAX + 1]);
+/* Into @out: why the lookup in @buf is refused, and its header's fields. */
+void page_lookup_explain(const uint8_t *buf, uint32_t len, char *out,
+			 size_t size);
 
 uint32_t page_reply_encode(uint8_t *buf, const struct page_reply *r);
 bool page_reply_decode(const uint8_t *buf, uint32_t len, struct page_reply *r);

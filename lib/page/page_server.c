@@ -28,6 +28,7 @@ struct page_client {
 	struct rdmx_conn *conn;
 	uint8_t *msg; /* in, then out: PAGE_MSG each */
 	struct rdmx_mr *mr;
+	bool refused; /* a malformed lookup was logged: log no more */
 	struct page_client *next;
 };
 
@@ -181,6 +182,18 @@ static struct page_client *page_client_find(struct rdmx_page_server *srv,
 	return NULL;
 }
 
+/* What a malformed lookup held: the client's log says only "refused". */
+static void page_refusal_log(const struct page_client *cl, uint32_t len)
+{
+	struct rdmx_conn_info info;
+	char why[160];
+
+	rdmx_conn_info(cl->conn, &info);
+	page_lookup_explain(cl->msg, len, why, sizeof(why));
+	page_log(RDMX_LOG_WARN, "lookup from %s refused: %s", info.peer_addr,
+		 why);
+}
+
 /* Answer one lookup of @cl; @len bytes arrived. Under srv->lock. */
 static rdmx_status page_answer(struct rdmx_page_server *srv,
 			       struct page_client *cl, uint32_t len)
@@ -191,9 +204,12 @@ static rdmx_status page_answer(struct rdmx_page_server *srv,
 	struct rdmx_sge out = { cl->msg + PAGE_MSG, 0, cl->mr };
 
 	srv->stats.lookups++;
-	if (!page_lookup_decode(cl->msg, len, name))
+	if (!page_lookup_decode(cl->msg, len, name)) {
 		r.status = PAGE_REPLY_BAD_REQUEST;
-	else if (!(reg = page_region_find(srv, name)))
+		if (!cl->refused)
+			page_refusal_log(cl, len);
+		cl->refused = true;
+	} else if (!(reg = page_region_find(srv, name)))
 		r.status = PAGE_REPLY_NOT_FOUND;
 	else
 		r.region = reg->remote;

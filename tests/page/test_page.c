@@ -193,6 +193,99 @@ static void test_page_fetchv_storev_batched(void **state)
 	srv_close(&v);
 }
 
+/* One lookup by hand: @len bytes of @msg out, the reply's status back. */
+static int raw_lookup(struct side *c, struct rdmx_conn *conn, struct buf *b,
+		      const uint8_t *msg, uint32_t len)
+{
+	struct rdmx_sge in = sge_of(b, 128, 128), out = sge_of(b, 0, len);
+	struct rdmx_completion wc;
+	int got = 0;
+
+	memcpy(b->p, msg, len);
+	assert_int_equal(rdmx_post_recv(conn, &in, 1, 1), RDMX_OK);
+	assert_int_equal(rdmx_post_send(conn, &out, 2), RDMX_OK);
+	while (got != 3) { /* the SEND's completion may come second */
+		wc = wait_wc(c->cq);
+		assert_int_equal(wc.status, RDMX_OK);
+		got |= (int)wc.wr_id;
+		if (wc.wr_id == 1)
+			assert_int_equal(wc.byte_len, 40);
+	}
+	return b->p[128 + 6] << 8 | b->p[128 + 7]; /* big-endian status */
+}
+
+/* A lookup as the wire format (lib/page/page_proto.h) lays it out. */
+static void lookup_msg(uint8_t msg[72], uint32_t magic, const char *name)
+{
+	memset(msg, 0, 72);
+	for (int i = 0; i < 4; i++)
+		msg[i] = (uint8_t)(magic >> (24 - 8 * i));
+	msg[5] = 1; /* version */
+	msg[7] = 1; /* op: lookup */
+	msg[8] = (uint8_t)strlen(name);
+	memcpy(msg + 9, name, strlen(name));
+}
+
+/*
+ * A client that sends what is no lookup is answered "bad request", and
+ * the server says why in its log, once per client; the connection and
+ * the server go on serving.
+ */
+static void test_page_server_refuses_malformed_lookups(void **state)
+{
+	struct srv v;
+	struct side c;
+	struct buf b;
+	struct rdmx_conn *conn;
+	struct rdmx_page_server_stats st;
+	struct rdmx_page_map *map;
+	uint8_t msg[72];
+	char log[4096] = "";
+	FILE *cap = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	(void)state;
+	assert_non_null(cap);
+	srv_open(&v, 1 << 20);
+	side_open(&c);
+	buf_alloc(&c, &b, 256, RDMX_ACCESS_LOCAL_WRITE);
+	conn = side_connect(&c, rdmx_page_server_port(v.ps));
+	fflush(stderr);
+	dup2(fileno(cap), 2);
+	lookup_msg(msg, 0x52504148u, "mem"); /* one bit off the magic */
+	assert_int_equal(raw_lookup(&c, conn, &b, msg, 72), 2);
+	lookup_msg(msg, 0x52504147u, "a/b"); /* a name with a '/' */
+	assert_int_equal(raw_lookup(&c, conn, &b, msg, 72), 2);
+	lookup_msg(msg, 0x52504147u, "mem"); /* too short */
+	assert_int_equal(raw_lookup(&c, conn, &b, msg, 40), 2);
+	lookup_msg(msg, 0x52504147u, "mem"); /* and now a good one */
+	assert_int_equal(raw_lookup(&c, conn, &b, msg, 72), 0);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(cap);
+	n = fread(log, 1, sizeof(log) - 1, cap);
+	log[n] = '\0';
+	fclose(cap);
+	fputs(log, stderr);
+	assert_non_null(strstr(log, "refused: not the page service's magic "
+				    "(72 bytes, magic 0x52504148, version 1, "
+				    "op 1, name length 3)"));
+	assert_null(strstr(log, "malformed region name"));
+	assert_null(strstr(log, "not the length"));
+	rdmx_page_server_stats(v.ps, &st);
+	assert_int_equal(st.lookups, 4);
+	assert_int_equal(st.lookups_failed, 3);
+	/* The server goes on serving others. */
+	map = map_open(&c, v.url, 0);
+	rdmx_page_unmap(map);
+	rdmx_conn_close(conn);
+	buf_free(&b);
+	side_close(&c);
+	srv_close(&v);
+}
+
 static void test_page_map_errors(void **state)
 {
 	struct srv v;
@@ -696,6 +789,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_page_two_nodes_explicit_and_mapped),
 		cmocka_unit_test(test_page_fetchv_storev_batched),
 		cmocka_unit_test(test_page_map_errors),
+		cmocka_unit_test(test_page_server_refuses_malformed_lookups),
 		cmocka_unit_test(test_page_map_local_evicts_and_writes_back),
 		cmocka_unit_test(test_page_mmap_threads_through_small_cache),
 		cmocka_unit_test(test_page_mmap_rss_stays_within_cache),
