@@ -57,15 +57,39 @@ stage "suite under TSan"
 
 stage "verbs: conformance over real kernel RDMA (rxe) in a qemu guest"
 if why=$(tests/vm/vm.sh check 2>&1); then
-	# One boot for the conformance suite, one for the rest.
-	vm_fail=0
-	tests/vm/vm.sh run tests/vm/suite.sh build conformance sendrecv rma stats srq verbs_cm page kv \
-		atomic access peer_death conns progress errors mem || vm_fail=1
-	tests/vm/vm.sh run tests/vm/suite.sh build extras || vm_fail=1
+	# One boot for the conformance suite, one for the rest. Each boot's
+	# output is kept: a failure's names are said again last, where a
+	# log's tail shows them.
+	vm_fail=0 vm_logs=$(mktemp -d)
+	vm_boot() { # name suite-args...
+		local name=$1 rc=0
+		shift
+		tests/vm/vm.sh run tests/vm/suite.sh build "$@" 2>&1 |
+			tee "$vm_logs/$name" || rc=$?
+		[ $rc -eq 0 ] && return
+		vm_fail=1
+		echo "$name" >>"$vm_logs/failed"
+	}
+	vm_boot conformance conformance sendrecv rma stats srq verbs_cm page \
+		kv atomic access peer_death conns progress errors mem
+	vm_boot extras extras
 	# A link that loses 1% and delays 5 ms: tcp and rxe, every byte checked.
-	tests/vm/vm.sh run tests/vm/suite.sh build netem sendrecv rma atomic access \
-		stats srq progress errors || vm_fail=1
-	[ $vm_fail -eq 0 ] || { echo "verbs suite in the guest FAILED"; exit 1; }
+	vm_boot netem netem sendrecv rma atomic access stats srq progress errors
+	if [ $vm_fail -ne 0 ]; then
+		while read -r name; do
+			echo "== the guest's $name boot failed; what it said of it:"
+			grep -E '\[ *FAILED *\]|^    \| ' "$vm_logs/$name" |
+				head -60 || true
+			if grep -q '^failed:$' "$vm_logs/$name"; then
+				sed -n '/^failed:$/,$p' "$vm_logs/$name" | tail -30
+			else
+				tail -15 "$vm_logs/$name"
+			fi
+		done <"$vm_logs/failed"
+		echo "verbs suite in the guest FAILED"
+		exit 1
+	fi
+	rm -rf "$vm_logs"
 else
 	echo "skip: the RDMA guest cannot boot here: $why"
 fi
