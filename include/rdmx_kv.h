@@ -175,10 +175,11 @@ rdmx_status rdmx_kv_del(struct rdmx_kv_client *c, const void *key, size_t klen);
  * the caller's memory is free at once. Returns RDMX_ERR_AGAIN when the
  * pipe or the buffer is full: poll, then retry.
  *
- * The first request posted after a poll leaves at once; those posted
- * right after it wait for rdmx_kv_flush or the next poll (or synchronous
- * call), and leave together: one frame train, as pipelining clients of
- * Redis send theirs. Call rdmx_kv_flush after posting a batch.
+ * A request posted when none is in flight leaves at once; those posted
+ * while others are in flight wait for rdmx_kv_flush or the next poll (or
+ * synchronous call), and leave together: one frame train, as pipelining
+ * clients of Redis send theirs (a caller with requests in flight polls
+ * for them anyway). Call rdmx_kv_flush after posting a batch.
  */
 enum rdmx_kv_op { RDMX_KV_GET = 1, RDMX_KV_PUT, RDMX_KV_DEL };
 

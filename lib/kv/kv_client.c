@@ -273,18 +273,21 @@ static void kv_flush(struct rdmx_kv_client *c)
 	}
 }
 
-/* Send what waits, then take completions off the cq into results; false
- * if none came. */
+/*
+ * Send what waits, then take completions off the cq into results; false
+ * if none came. All at once: each request has a SEND's and an answer's,
+ * and answers taken apart would go on apart, as requests posted apart.
+ */
 static bool kv_progress(struct rdmx_kv_client *c)
 {
-	struct rdmx_completion wc[16];
+	struct rdmx_completion wc[2 * KV_DEPTH];
 	int n;
 
 	kv_flush(c);
 	c->sent_since_look = false;
 	if (c->dead || c->rcount + KV_DEPTH > KV_RESULTS)
 		return false;
-	n = rdmx_poll(c->cq, wc, 16);
+	n = rdmx_poll(c->cq, wc, 2 * KV_DEPTH);
 	for (int i = 0; i < n; i++) {
 		if (wc[i].status != RDMX_OK) {
 			kv_client_fail(c, wc[i].status);
@@ -306,10 +309,12 @@ static int kv_slot_get(struct rdmx_kv_client *c)
 }
 
 /*
- * SEND slot @i's request: @r's header, its key and @payload. The first
- * since the last look at the cq goes out now; later ones at the next look
+ * SEND slot @i's request: @r's header, its key and @payload. The only
+ * one in flight goes out now; others at the next look at the cq
  * (kv_flush, from rdmx_kv_poll, a call that waits, or rdmx_kv_flush),
- * with every other request made before them.
+ * with every other request made before them: a pipelining caller's
+ * first request of a batch going alone split its batches in two (kv
+ * bench over tcp, one client, pipeline 16: 0.66 sendmsg per GET).
  */
 static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 			   const void *key, const void *payload, uint32_t plen)
@@ -332,7 +337,7 @@ static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 				       .num_sge = 1 };
 	s->busy = true;
 	c->busy++;
-	if (!c->sent_since_look) {
+	if (!c->sent_since_look && c->busy == 1) {
 		c->sent_since_look = true;
 		kv_flush(c);
 	}
