@@ -505,14 +505,12 @@ static int kv_server_child(int port, int flag)
 	return 0;
 }
 
-/* A client of the server in child process @pid, once it listens. */
-static struct rdmx_kv_client *child_client(struct side *c, int port)
+/* A client of the server at @addr, once it listens. */
+static struct rdmx_kv_client *connect_retry(struct side *c, const char *addr)
 {
 	struct rdmx_kv_client *kc = NULL;
 	rdmx_status st = RDMX_ERR_CONN_REFUSED;
-	char addr[80];
 
-	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
 	for (int i = 0; i < 200 && st == RDMX_ERR_CONN_REFUSED; i++) {
 		st = rdmx_kv_connect(c->ctx, addr, NULL, &kc);
 		if (st == RDMX_ERR_CONN_REFUSED)
@@ -520,6 +518,15 @@ static struct rdmx_kv_client *child_client(struct side *c, int port)
 	}
 	assert_int_equal(st, RDMX_OK);
 	return kc;
+}
+
+/* A client of the server a child process starts on @port. */
+static struct rdmx_kv_client *child_client(struct side *c, int port)
+{
+	char addr[80];
+
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
+	return connect_retry(c, addr);
 }
 
 /* The SENDs @ctx has handed its transport (@in: RECVs completed). */
@@ -651,20 +658,6 @@ static int kv_aof_server_child(int port, int parent_port)
 		return 2;
 	pause();
 	return 0;
-}
-
-static struct rdmx_kv_client *connect_retry(struct side *c, const char *addr)
-{
-	struct rdmx_kv_client *kc = NULL;
-	rdmx_status st = RDMX_ERR_CONN_REFUSED;
-
-	for (int i = 0; i < 200 && st == RDMX_ERR_CONN_REFUSED; i++) {
-		st = rdmx_kv_connect(c->ctx, addr, NULL, &kc);
-		if (st == RDMX_ERR_CONN_REFUSED)
-			usleep(50000);
-	}
-	assert_int_equal(st, RDMX_OK);
-	return kc;
 }
 
 static void test_kv_aof_fsync_always_survives_kill9(void **state)

@@ -12,6 +12,13 @@
  * And every RECV posted to the srq was a calloc, and each spent one was
  * freed into the cache of the connection that took it, where nothing
  * reused it (up to conn.max_recv_wr of them per connection), then freed.
+ *
+ * And a connection that keeps several SENDs in flight keeps the credits
+ * it spends while no other asks. A spent credit went back only to a
+ * connection left with none: a pipelining client got its standing
+ * credit and had to ask for the rest before every batch, a round trip
+ * in front of each (rdmx kv over tcp, one client keeping 16 GETs in
+ * flight: every post found no credit, 166 k GETs/s; then 266-299 k).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +27,7 @@
 #include "harness.h"
 #include "shm.h"
 
-enum { M = 32, SLOT = 64, RECVS = 128, WARM = 4, ROUNDS = 50 };
+enum { M = 32, SLOT = 64, RECVS = 128, WARM = 4, ROUNDS = 50, DEPTH = 16 };
 
 struct srv {
 	struct side s, c;
@@ -153,23 +160,49 @@ static void round_trip(struct srv *v)
 		expect_wc(v->c.cq, RDMX_OK, RDMX_OP_SEND);
 }
 
-/* 120 SENDs at once on one connection: past its standing credit, it asks
- * for more than the 96 spare, and the others' are revoked for it. */
-static void burst(struct srv *v)
+/*
+ * @n SENDs at once on connection 0; the server takes each and posts its
+ * RECV back. 120: past its standing credit, it asks for more than the 96
+ * spare, and the others' are revoked for it.
+ */
+static void burst(struct srv *v, int n)
 {
 	struct rdmx_sge s = sge_of(&v->tx, 0, 8);
 
-	for (int i = 0; i < 120; i++)
+	for (int i = 0; i < n; i++)
 		assert_int_equal(rdmx_post_send(v->cconn[0], &s, (uint64_t)i),
 				 RDMX_OK);
-	for (int got = 0; got < 120; got++) {
+	for (int got = 0; got < n; got++) {
 		struct rdmx_completion wc = wait_wc(v->s.cq);
 
 		assert_int_equal(wc.status, RDMX_OK);
 		srq_post(v, wc.wr_id);
 	}
-	for (int i = 0; i < 120; i++)
+	for (int i = 0; i < n; i++)
 		expect_wc(v->c.cq, RDMX_OK, RDMX_OP_SEND);
+}
+
+static void keeps_credits(const char *transport)
+{
+	struct srv v;
+	uint32_t held;
+
+	srv_open(&v, transport);
+	for (int r = 0; r < ROUNDS; r++) {
+		burst(&v, DEPTH);
+		pthread_mutex_lock(&sw_srq(&v)->lock);
+		held = to_sw_conn(v.sconn[0])->srq_held;
+		pthread_mutex_unlock(&sw_srq(&v)->lock);
+		/*
+		 * Before: 1, the standing credit (the rest asked anew). Now
+		 * all but one: the last of a batch asks, and the credits
+		 * given back on their way answer it (they would be counted
+		 * twice otherwise, a want no request has).
+		 */
+		assert_true(held >= DEPTH - 1);
+	}
+	check_tallies(&v);
+	srv_close(&v);
 }
 
 static void steady(const char *transport)
@@ -179,7 +212,7 @@ static void steady(const char *transport)
 	double per_send;
 
 	srv_open(&v, transport);
-	burst(&v);
+	burst(&v, 120);
 	check_tallies(&v);
 	for (int i = 0; i < WARM; i++)
 		round_trip(&v);
@@ -214,11 +247,25 @@ static void test_srq_steady_shm(void **state)
 	steady("shm");
 }
 
+static void test_srq_pipeline_keeps_credits_tcp(void **state)
+{
+	(void)state;
+	keeps_credits("tcp");
+}
+
+static void test_srq_pipeline_keeps_credits_shm(void **state)
+{
+	(void)state;
+	keeps_credits("shm");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_srq_steady_tcp),
 		cmocka_unit_test(test_srq_steady_shm),
+		cmocka_unit_test(test_srq_pipeline_keeps_credits_tcp),
+		cmocka_unit_test(test_srq_pipeline_keeps_credits_shm),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
