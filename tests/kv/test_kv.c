@@ -562,6 +562,8 @@ static void test_kv_batches_leave_and_return_whole(void **state)
 	kc = child_client(&c, port);
 	assert_int_equal(rdmx_kv_put(kc, "k", 1, "v", 1), RDMX_OK);
 	kill(pid, SIGSTOP);
+	assert_int_equal(waitpid(pid, &n, WUNTRACED), pid); /* stopped */
+	assert_true(WIFSTOPPED(n));
 	/* The only one in flight leaves at once; those behind it wait. */
 	before = sends(c.ctx, false);
 	assert_int_equal(rdmx_kv_post_get(kc, "k", 1, 64, 0), RDMX_OK);
