@@ -15,9 +15,10 @@
 # space of 10,000 keys, written before the first GET. ops/s, p50 and p99
 # of a request (post to answer; redis-benchmark's latency), and ratios to
 # Redis's row. redis-benchmark and
-# Redis block between requests; rdmx kv bench spins while clients <= cores
-# and blocks (spins progress.wait_spin, then sleeps) beyond: the "waits"
-# column says which (a cross-core wake costs ~50 us on these VMs).
+# Redis block between requests; rdmx kv bench's threads (half the cores,
+# one here) spin, each serving its clients in turn as redis-benchmark's
+# one thread serves its own: the "waits" column says which (a cross-core
+# wake costs ~50 us on these VMs).
 #
 # usage: bench/kv-vs-redis.sh          (N=20000 for a short pass)
 # Installs redis-server and redis-tools, builds rdmx.
