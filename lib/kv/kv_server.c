@@ -18,13 +18,15 @@
 #include "kv.h"
 
 /*
- * srq RECVs per worker: 32 clients with their whole pipeline (64) in
- * flight. With 512, 32 clients keeping 16 GETs each in flight held them
- * all: each reposted RECV went to whoever asked, and the clients waited
- * on credits (kv bench over tcp: 160-210 k GETs/s; with 2048, 270-320 k).
- * 16 MiB of buffers a worker.
+ * srq RECVs per worker. With 512, 32 clients keeping 16 GETs each in
+ * flight held them all: each reposted RECV went to whoever asked, and
+ * the clients waited on credits (kv bench over tcp: 139-178 k GETs/s;
+ * 1024: 251-261 k; 2048: 270-320 k). But the RECVs are taken in turn, so
+ * all their buffers cycle through the cache: with 2048 (16 MiB) one shm
+ * client's SETs went from 195-247 k/s to 178-205 k and their p99 from
+ * 6-9 to 15-17 us. 1024 (8 MiB) keeps those as with 512.
  */
-#define KV_RECVS 2048
+#define KV_RECVS 1024
 /* Without a srq (siw has none): RECVs of each client's own, one for each
  * request it may have in flight (the client's pipeline is 64). */
 #define KV_CONN_RECVS 65
