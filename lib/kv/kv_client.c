@@ -56,7 +56,6 @@ struct rdmx_kv_client {
 	struct rdmx_wr pend[KV_DEPTH];
 	struct rdmx_sge pend_sg[KV_DEPTH];
 	uint32_t npend;
-	bool sent_since_look;
 	struct rdmx_kv_attr attr;
 	rdmx_status dead;
 };
@@ -284,7 +283,6 @@ static bool kv_progress(struct rdmx_kv_client *c)
 	int n;
 
 	kv_flush(c);
-	c->sent_since_look = false;
 	if (c->dead || c->rcount + KV_DEPTH > KV_RESULTS)
 		return false;
 	n = rdmx_poll(c->cq, wc, 2 * KV_DEPTH);
@@ -337,10 +335,8 @@ static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 				       .num_sge = 1 };
 	s->busy = true;
 	c->busy++;
-	if (!c->sent_since_look && c->busy == 1) {
-		c->sent_since_look = true;
+	if (c->busy == 1) /* alone in flight: every one before was taken */
 		kv_flush(c);
-	}
 	return RDMX_OK;
 }
 
