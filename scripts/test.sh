@@ -80,6 +80,11 @@ if why=$(tests/vm/vm.sh check 2>&1); then
 			echo "== the guest's $name boot failed; what it said of it:"
 			grep -E '\[ *FAILED *\]|^    \| ' "$vm_logs/$name" |
 				head -60 || true
+			# Why, again, where CI's excerpt shows it: the failed
+			# cases' log lines and cmocka's reasons, the last of them.
+			echo "== why, in rdmx's and cmocka's words:"
+			grep -E '^    \| (rdmx: (error|warn)|\[ +(ERROR|LINE) +\]|ERROR: test_)' \
+				"$vm_logs/$name" | tail -14 || true
 			if grep -q '^failed:$' "$vm_logs/$name"; then
 				sed -n '/^failed:$/,$p' "$vm_logs/$name" | tail -30
 			else

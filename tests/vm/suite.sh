@@ -40,15 +40,19 @@ suite() { # label test VAR=VALUE...
 	failures+=$(grep -E '^\[ +FAILED +\] test_' <<<"$out" | sort -u |
 		sed "s/^\[ *FAILED *\] /  $label.$t: /;s/$/\\\\n/" | tr -d '\n')
 	skip=$((skip + $(count SKIPPED)))
-	# Why: cmocka's reasons first, then the tail without the cases that
-	# passed and the listeners' warnings.
-	if grep -qE '^\[ +FAILED|^ERROR' <<<"$out"; then
-		{
-			grep -E '^\[ +(ERROR|LINE) +\]' <<<"$out"
-			grep -vE '^\[ +(RUN|OK|ERROR|LINE) |with neither auth.key_file' \
-				<<<"$out" | tail -20
-		} | sed 's/^/    | /'
-	fi
+	# Why: each failed case's own lines, from its RUN to its FAILED, which
+	# end with cmocka's reasons; of a binary that died, its tail. Never
+	# the listeners' warnings.
+	local f
+	for f in $(grep -E '^\[ +FAILED +\] test_' <<<"$out" | sort -u |
+		sed 's/^\[ *FAILED *\] //'); do
+		if grep -qE "^\[ RUN +\] $f\$" <<<"$out"; then
+			sed -n "/^\[ RUN *\] $f\$/,/^\[ *FAILED *\] $f\$/p" <<<"$out"
+		else
+			grep -vE '^\[ +(RUN|OK) ' <<<"$out"
+		fi | grep -v 'with neither auth.key_file' | tail -25 |
+			sed 's/^/    | /'
+	done
 }
 
 # passed NAME [WHAT] / failed NAME [FILE...]: one line, counted; a failure
