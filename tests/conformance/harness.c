@@ -459,6 +459,30 @@ void reap_ok(pid_t pid)
 		fail_msg("child %d ended with status 0x%x", pid, status);
 }
 
+void log_catch_begin(struct log_catch *lc)
+{
+	lc->f = tmpfile();
+	assert_non_null(lc->f);
+	fflush(stderr);
+	lc->saved = dup(2);
+	assert_true(lc->saved >= 0);
+	dup2(fileno(lc->f), 2);
+}
+
+void log_catch_end(struct log_catch *lc, char *log, size_t size)
+{
+	size_t n;
+
+	fflush(stderr);
+	dup2(lc->saved, 2);
+	close(lc->saved);
+	rewind(lc->f);
+	n = fread(log, 1, size - 1, lc->f);
+	log[n] = '\0';
+	fclose(lc->f);
+	fputs(log, stderr);
+}
+
 int harness_free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };

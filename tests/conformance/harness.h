@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <cmocka.h>
@@ -151,6 +152,18 @@ void reap_ok(pid_t pid);
  * for a server in a child process that the test must reach.
  */
 int harness_free_port(void);
+
+/*
+ * What this process writes to stderr between log_catch_begin and
+ * log_catch_end, in @log (@size bytes at most, NUL-terminated); the log
+ * goes to the real stderr too once caught, so a failure still shows it.
+ */
+struct log_catch {
+	FILE *f;
+	int saved;
+};
+void log_catch_begin(struct log_catch *lc);
+void log_catch_end(struct log_catch *lc, char *log, size_t size);
 
 /* This process's open descriptors and resident bytes, from /proc. */
 void harness_usage(long *fds, long *rss);

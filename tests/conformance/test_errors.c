@@ -22,21 +22,11 @@
 /* Run @st = @expr with stderr caught; the log in @log (@len bytes). */
 #define CAUGHT(st, expr, log, len)                                             \
 	do {                                                                   \
-		FILE *f_ = tmpfile();                                          \
-		int saved_ = dup(2);                                           \
-		size_t n_;                                                     \
+		struct log_catch lc_;                                          \
                                                                                \
-		assert_non_null(f_);                                           \
-		fflush(stderr);                                                \
-		dup2(fileno(f_), 2);                                           \
+		log_catch_begin(&lc_);                                         \
 		(st) = (expr);                                                 \
-		fflush(stderr);                                                \
-		dup2(saved_, 2);                                               \
-		close(saved_);                                                 \
-		rewind(f_);                                                    \
-		n_ = fread((log), 1, (len)-1, f_);                             \
-		(log)[n_] = 0;                                                 \
-		fclose(f_);                                                    \
+		log_catch_end(&lc_, (log), (len));                             \
 	} while (0)
 
 /* @expr is RDMX_ERR_INVALID, and the log has one line that names @call. */
