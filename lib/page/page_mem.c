@@ -229,6 +229,20 @@ static int page_chunk_wait_any(struct page_mem *m)
 	return c;
 }
 
+/*
+ * A transfer could not be posted: the link is lost. Say why: @full when
+ * the send queue had no room, else the transport's refusal (a connection
+ * that ended says so).
+ */
+static void post_failed(struct page_mem *m, rdmx_status st, const char *full)
+{
+	if (m->link.dead == RDMX_OK)
+		page_link_fail(&m->link, st,
+			       st == RDMX_ERR_AGAIN
+				       ? full
+				       : "a transfer could not be posted");
+}
+
 /* Post the WRITEs of the pages collected in chunk @c (already copied). */
 static void wb_post(struct page_mem *m, int c)
 {
@@ -239,19 +253,17 @@ static void wb_post(struct page_mem *m, int c)
 	ch->pending = 0;
 	for (uint32_t j = 0; j < ch->n; j++) {
 		uint64_t id = (uint64_t)c << 32 | j;
+		rdmx_status st = page_link_post(
+			&m->link, RDMX_OP_WRITE, id,
+			(size_t)(chunk_stage(m, c) - m->link.stage) +
+				j * PAGE_SIZE_BYTES,
+			ch->pages[j] * PAGE_SIZE_BYTES, PAGE_SIZE_BYTES);
 
-		if (page_link_post(&m->link, RDMX_OP_WRITE, id,
-				   (size_t)(chunk_stage(m, c) - m->link.stage) +
-					   j * PAGE_SIZE_BYTES,
-				   ch->pages[j] * PAGE_SIZE_BYTES,
-				   PAGE_SIZE_BYTES) == RDMX_OK) {
+		if (st == RDMX_OK) {
 			ch->pending++;
 			continue;
 		}
-		if (m->link.dead == RDMX_OK)
-			page_link_fail(
-				&m->link, RDMX_ERR_AGAIN,
-				"the send queue is shorter than a chunk");
+		post_failed(m, st, "the send queue is shorter than a chunk");
 		wb_done_page(m, ch->pages[j], false);
 	}
 	if (!ch->pending)
@@ -365,6 +377,7 @@ static void page_fetch_run(struct page_mem *m, uint64_t p, uint32_t max,
 	struct page_chunk *ch;
 	uint32_t n = 1;
 	int c;
+	rdmx_status st;
 
 	if (max > m->chunk_pages)
 		max = m->chunk_pages;
@@ -396,13 +409,11 @@ static void page_fetch_run(struct page_mem *m, uint64_t p, uint32_t max,
 	STAT_ADD(m, fetches, 1);
 	STAT_ADD(m, pages_fetched, n);
 	STAT_ADD(m, readahead, tid ? n - 1 : n);
-	if (page_link_post(&m->link, RDMX_OP_READ, (uint64_t)c << 32,
-			   (size_t)(chunk_stage(m, c) - m->link.stage),
-			   p * PAGE_SIZE_BYTES,
-			   n * PAGE_SIZE_BYTES) != RDMX_OK) {
-		if (m->link.dead == RDMX_OK)
-			page_link_fail(&m->link, RDMX_ERR_AGAIN,
-				       "the send queue is full");
+	st = page_link_post(&m->link, RDMX_OP_READ, (uint64_t)c << 32,
+			    (size_t)(chunk_stage(m, c) - m->link.stage),
+			    p * PAGE_SIZE_BYTES, n * PAGE_SIZE_BYTES);
+	if (st != RDMX_OK) {
+		post_failed(m, st, "the send queue is full");
 		fetch_done(m, c, RDMX_ERR_CONN_LOST);
 	}
 }

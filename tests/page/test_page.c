@@ -51,6 +51,26 @@ static uint64_t pat_diff(const void *p, uint64_t len, uint64_t off,
 	return UINT64_MAX;
 }
 
+/*
+ * @len bytes at @p hold the pattern of @seed from offset @off; if not, the
+ * failure says where, what is there, and whose pattern that is.
+ */
+#define assert_pat(p, len, off, seed)                                          \
+	do {                                                                   \
+		const volatile uint64_t *w_ = (const void *)(p);               \
+		uint64_t at_ =                                                 \
+			pat_diff((const void *)w_, (len), (off), (seed));      \
+                                                                               \
+		if (at_ != UINT64_MAX)                                         \
+			fail_msg("offset 0x%llx holds 0x%016llx, not seed "    \
+				 "%llu's 0x%016llx (seed 0's: 0x%016llx)",     \
+				 (unsigned long long)at_,                      \
+				 (unsigned long long)w_[(at_ - (off)) / 8],    \
+				 (unsigned long long)(seed),                   \
+				 (unsigned long long)pat(at_, (seed)),         \
+				 (unsigned long long)pat(at_, 0));             \
+	} while (0)
+
 /* ---- a memory server in this process ------------------------------------ */
 
 struct srv {
@@ -119,14 +139,24 @@ static int node1_store(int port, int flag)
 	struct rdmx_ctx *ctx;
 	char url[128];
 	uint8_t page[PG];
+	rdmx_status st;
 
 	(void)flag;
 	snprintf(url, sizeof(url), "%s:%d/mem", suite_addr(), port);
-	if (rdmx_ctx_create(NULL, &ctx) || rdmx_page_map(ctx, url, NULL, &map))
+	st = rdmx_ctx_create(NULL, &ctx);
+	if (st == RDMX_OK)
+		st = rdmx_page_map(ctx, url, NULL, &map);
+	if (st != RDMX_OK) {
+		fprintf(stderr, "node1_store: map %s: %s\n", url,
+			rdmx_strerror(st));
 		return 2;
+	}
 	pat_fill(page, PG, 0x1000, 7);
-	if (rdmx_page_store(map, 0x1000 / PG, page))
+	st = rdmx_page_store(map, 0x1000 / PG, page);
+	if (st != RDMX_OK) {
+		fprintf(stderr, "node1_store: store: %s\n", rdmx_strerror(st));
 		return 3;
+	}
 	rdmx_page_unmap(map);
 	rdmx_ctx_destroy(ctx);
 	return 0;
@@ -146,12 +176,12 @@ static void test_page_two_nodes_explicit_and_mapped(void **state)
 	map = map_open(&c, v.url, 0);
 	assert_int_equal(rdmx_page_length(map), 1 << 20);
 	assert_int_equal(rdmx_page_fetch(map, 1, page), RDMX_OK);
-	assert_true(pat_diff(page, PG, 0x1000, 7) == UINT64_MAX);
+	assert_pat(page, PG, 0x1000, 7);
 	assert_int_equal(rdmx_page_fetch(map, 2, page), RDMX_OK);
-	assert_true(pat_diff(page, PG, 0x2000, 0) == UINT64_MAX);
+	assert_pat(page, PG, 0x2000, 0);
 	mem = mapping(map);
-	assert_true(pat_diff(mem + 0x1000, PG, 0x1000, 7) == UINT64_MAX);
-	assert_true(pat_diff(mem, PG, 0, 0) == UINT64_MAX);
+	assert_pat(mem + 0x1000, PG, 0x1000, 7);
+	assert_pat(mem, PG, 0, 0);
 	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
 	side_close(&c);
 	srv_close(&v);
@@ -182,11 +212,9 @@ static void test_page_fetchv_storev_batched(void **state)
 	memset(area, 0, (size_t)N * PG);
 	assert_int_equal(rdmx_page_fetchv(map, idx, bufs, N), RDMX_OK);
 	for (int i = 0; i < N; i++)
-		assert_true(pat_diff(bufs[i], PG, idx[i] * PG, 9) ==
-			    UINT64_MAX);
+		assert_pat(bufs[i], PG, idx[i] * PG, 9);
 	/* And the server's memory holds them. */
-	assert_true(pat_diff(v.mem + idx[7] * PG, PG, idx[7] * PG, 9) ==
-		    UINT64_MAX);
+	assert_pat(v.mem + idx[7] * PG, PG, idx[7] * PG, 9);
 	rdmx_page_unmap(map);
 	free(area);
 	side_close(&c);
@@ -240,19 +268,15 @@ static void test_page_server_refuses_malformed_lookups(void **state)
 	struct rdmx_page_server_stats st;
 	struct rdmx_page_map *map;
 	uint8_t msg[72];
-	char log[4096] = "";
-	FILE *cap = tmpfile();
-	int saved = dup(2);
-	size_t n;
+	char log[4096];
+	struct log_catch lc;
 
 	(void)state;
-	assert_non_null(cap);
 	srv_open(&v, 1 << 20);
 	side_open(&c);
 	buf_alloc(&c, &b, 256, RDMX_ACCESS_LOCAL_WRITE);
 	conn = side_connect(&c, rdmx_page_server_port(v.ps));
-	fflush(stderr);
-	dup2(fileno(cap), 2);
+	log_catch_begin(&lc);
 	lookup_msg(msg, 0x52504148u, "mem"); /* one bit off the magic */
 	assert_int_equal(raw_lookup(&c, conn, &b, msg, 72), 2);
 	lookup_msg(msg, 0x52504147u, "a/b"); /* a name with a '/' */
@@ -261,14 +285,7 @@ static void test_page_server_refuses_malformed_lookups(void **state)
 	assert_int_equal(raw_lookup(&c, conn, &b, msg, 40), 2);
 	lookup_msg(msg, 0x52504147u, "mem"); /* and now a good one */
 	assert_int_equal(raw_lookup(&c, conn, &b, msg, 72), 0);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	rewind(cap);
-	n = fread(log, 1, sizeof(log) - 1, cap);
-	log[n] = '\0';
-	fclose(cap);
-	fputs(log, stderr);
+	log_catch_end(&lc, log, sizeof(log));
 	assert_non_null(strstr(log, "refused: not the page service's magic "
 				    "(72 bytes, magic 0x52504148, version 1, "
 				    "op 1, name length 3)"));
@@ -526,13 +543,13 @@ static void test_page_mmap_readahead_sequential_only(void **state)
 	for (int i = 0; i < 200; i++) {
 		uint64_t off = len / 2 + rnd(&s) % (len / 2 / PG) * PG;
 
-		assert_true(pat_diff(mem + off, 8, off, 0) == UINT64_MAX);
+		assert_pat(mem + off, 8, off, 0);
 	}
 	rdmx_page_stats(map, &ps);
 	assert_true(ps.readahead <= 8);
 	/* Sequential ones in the first half are fetched ahead, in few READs. */
 	for (uint64_t off = 0; off < len / 2; off += PG)
-		assert_true(pat_diff(mem + off, 8, off, 0) == UINT64_MAX);
+		assert_pat(mem + off, 8, off, 0);
 	rdmx_page_stats(map, &ps2);
 	print_message("random: %llu read ahead; sequential: %llu faults, "
 		      "%llu fetches for %llu pages\n",
@@ -561,16 +578,16 @@ static void test_page_mmap_drop_sees_others_writes(void **state)
 	b = map_open(&c, v.url, 0);
 	ma = mapping(a);
 	mb = mapping(b);
-	assert_true(pat_diff(mb + 5 * PG, PG, 5 * PG, 0) == UINT64_MAX);
+	assert_pat(mb + 5 * PG, PG, 5 * PG, 0);
 	pat_fill(ma + 5 * PG, PG, 5 * PG, 3); /* a writes page 5 */
 	/* Not yet synced: the server still has the old page. */
 	assert_int_equal(rdmx_page_fetch(b, 5, page), RDMX_OK);
-	assert_true(pat_diff(page, PG, 5 * PG, 0) == UINT64_MAX);
+	assert_pat(page, PG, 5 * PG, 0);
 	assert_int_equal(rdmx_page_sync(a, ma + 5 * PG + 100, 10), RDMX_OK);
 	/* b still holds its copy; after a drop it fetches a's write. */
-	assert_true(pat_diff(mb + 5 * PG, PG, 5 * PG, 0) == UINT64_MAX);
+	assert_pat(mb + 5 * PG, PG, 5 * PG, 0);
 	assert_int_equal(rdmx_page_drop(b, mb, 1 << 20), RDMX_OK);
-	assert_true(pat_diff(mb + 5 * PG, PG, 5 * PG, 3) == UINT64_MAX);
+	assert_pat(mb + 5 * PG, PG, 5 * PG, 3);
 	/* A dropped dirty page is written back, never lost. */
 	mb[9 * PG] ^= 0xff;
 	assert_int_equal(rdmx_page_drop(b, mb + 9 * PG, PG), RDMX_OK);
@@ -599,8 +616,7 @@ static void test_page_map_local_evicts_and_writes_back(void **state)
 	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
 	for (uint64_t off = 0; off < len; off += PG) {
 		assert_int_equal(src[off + 8], 0x5a);
-		assert_true(pat_diff(src + off + 16, PG - 16, off + 16, 0) ==
-			    UINT64_MAX);
+		assert_pat(src + off + 16, PG - 16, off + 16, 0);
 	}
 	assert_int_equal(rdmx_page_map_local(src, len, &a, &map), RDMX_OK);
 	mem = mapping(map);
@@ -724,6 +740,26 @@ static void *loader_run(void *arg)
 	return NULL;
 }
 
+/* Start page_server_child, and map its region once it listens. */
+static struct rdmx_page_map *
+map_child_server(struct side *c, const struct rdmx_page_attr *a, pid_t *pid_p)
+{
+	struct rdmx_page_map *map = NULL;
+	char url[128];
+	int port = harness_free_port();
+	rdmx_status st = RDMX_ERR_CONN_REFUSED;
+
+	*pid_p = spawn("page_server_child", port, 0);
+	snprintf(url, sizeof(url), "%s:%d/mem", suite_addr(), port);
+	for (int i = 0; i < 200 && st == RDMX_ERR_CONN_REFUSED; i++) {
+		st = rdmx_page_map(c->ctx, url, a, &map);
+		if (st == RDMX_ERR_CONN_REFUSED)
+			usleep(50000);
+	}
+	assert_int_equal(st, RDMX_OK);
+	return map;
+}
+
 static void test_page_mmap_server_killed_sigbus(void **state)
 {
 	struct sigaction sa = { .sa_handler = on_sigbus }, old;
@@ -732,37 +768,34 @@ static void test_page_mmap_server_killed_sigbus(void **state)
 				    .cache_bytes = 4 << 20,
 				    .timeout_ms = 2000 };
 	struct side c;
-	struct rdmx_page_map *map = NULL;
+	struct rdmx_page_map *map;
 	struct loader l = { 0 };
 	struct rdmx_page_stats ps;
-	char url[128];
-	int port = harness_free_port();
-	pid_t pid = spawn("page_server_child", port, 0);
+	pid_t pid;
 	pthread_t t;
 	double killed, bound = 2.0 + T_FLUSH_S;
-	rdmx_status st;
+	struct log_catch lc;
+	char log[4096];
 
 	(void)state;
 	side_open(&c);
-	snprintf(url, sizeof(url), "%s:%d/mem", suite_addr(), port);
-	for (int i = 0; i < 200; i++) {
-		st = rdmx_page_map(c.ctx, url, &a, &map);
-		if (st != RDMX_ERR_CONN_REFUSED)
-			break;
-		usleep(50000);
-	}
-	assert_int_equal(st, RDMX_OK);
+	map = map_child_server(&c, &a, &pid);
 	l.mem = mapping(map);
 	l.len = rdmx_page_length(map);
 	sigaction(SIGBUS, &sa, &old);
 	pthread_create(&t, NULL, loader_run, &l);
 	while (atomic_load(&l.touched) < 2000)
 		usleep(1000);
+	log_catch_begin(&lc);
 	kill(pid, SIGKILL);
 	killed = now_s();
 	waitpid(pid, NULL, 0);
 	pthread_join(t, NULL); /* returns only through SIGBUS */
+	log_catch_end(&lc, log, sizeof(log));
 	sigaction(SIGBUS, &old, NULL);
+	/* Said once, and as it was: no queue was full. */
+	assert_non_null(strstr(log, "page: memory server lost: "));
+	assert_null(strstr(log, "queue full"));
 	print_message("SIGBUS %.1f ms after the kill, %lu touches before\n",
 		      (bus_at - killed) * 1e3, atomic_load(&l.touched));
 	assert_true(l.got_bus);
@@ -773,6 +806,55 @@ static void test_page_mmap_server_killed_sigbus(void **state)
 	uint8_t page[PG];
 
 	assert_int_not_equal(rdmx_page_fetch(map, 0, page), RDMX_OK);
+	rdmx_page_unmap(map);
+	side_close(&c);
+}
+
+/*
+ * The server dies while nothing is in flight: the next fault cannot even
+ * post its READ. It gets SIGBUS, and the log says the connection ended,
+ * not that a queue was full.
+ */
+static void test_page_mmap_server_gone_before_fault(void **state)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_READAHEAD |
+					    RDMX_PAGE_ATTR_TIMEOUT_MS,
+				    .readahead = 0,
+				    .timeout_ms = 2000 };
+	struct side c;
+	struct rdmx_page_map *map;
+	struct log_catch lc;
+	char log[4096];
+	uint8_t page[PG], *mem;
+	volatile uint64_t word = 0;
+	double until;
+	pid_t pid;
+
+	(void)state;
+	side_open(&c);
+	map = map_child_server(&c, &a, &pid);
+	mem = mapping(map);
+	assert_pat(mem, PG, 0, 0); /* one page in: the fault path works */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* The explicit calls' connection fails first; the fault handler's
+	 * ends with it, and is given the time to be seen ended. */
+	until = now_s() + T_FLUSH_S;
+	while (rdmx_page_fetch(map, 1, page) == RDMX_OK && now_s() < until)
+		usleep(10000);
+	usleep((useconds_t)(200000 * time_scale()));
+	atomic_store(&buses, 0);
+	sigaction(SIGBUS, &sa, &old);
+	log_catch_begin(&lc);
+	if (!sigsetjmp(bus_jmp, 1))
+		word = *(volatile uint64_t *)(mem + 5 * PG);
+	log_catch_end(&lc, log, sizeof(log));
+	sigaction(SIGBUS, &old, NULL);
+	(void)word;
+	assert_int_equal(atomic_load(&buses), 1);
+	assert_non_null(strstr(log, "page: memory server lost: "));
+	assert_null(strstr(log, "queue full"));
 	rdmx_page_unmap(map);
 	side_close(&c);
 }
@@ -797,6 +879,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_page_mmap_drop_sees_others_writes),
 		cmocka_unit_test(test_page_mmap_threads_on_one_page_fetch_once),
 		cmocka_unit_test(test_page_mmap_server_killed_sigbus),
+		cmocka_unit_test(test_page_mmap_server_gone_before_fault),
 	};
 
 	harness_children(argc, argv, children);
