@@ -468,7 +468,8 @@ enum {
 	/* Fetch-and-add and compare-and-swap work (not on siw, for one). */
 	RDMX_CONN_ATOMICS = 1 << 1,
 	/*
-	 * SEND and WRITE complete once sent, not once placed (iWARP): a
+	 * SEND and WRITE complete once sent, not once placed (iWARP; a READ
+	 * posted after a WRITE completes once the WRITE is placed): a
 	 * refusal at the target (rkey, bounds, a too-small RECV) ends the
 	 * connection (a Terminate) instead of failing that request; work
 	 * then completes with RDMX_ERR_CONN_LOST. A READ learns of its own
@@ -567,7 +568,10 @@ enum {
  *
  * SEND and WRITE_IMM each consume one RECV the peer posted; with none posted
  * they wait (as do the requests behind them) and are never dropped.
- * A WRITE completes only once its data is placed at the target.
+ * A WRITE completes only once its data is placed at the target, except
+ * where the connection says RDMX_CONN_COMPLETES_LOCALLY (iWARP): there it
+ * completes once sent, and a READ posted after it completes only once it
+ * is placed (rdmx_post_write(3)).
  */
 rdmx_status rdmx_post(struct rdmx_conn *conn, const struct rdmx_wr *wr);
 

@@ -161,8 +161,10 @@ void rdmx_page_conn_info(const struct rdmx_page_map *map,
 /*
  * rdmx_page_fetch - read page @index of the region into @buf (page size
  * bytes, any memory) by one READ. rdmx_page_store writes one back by one
- * WRITE. Both wait for their completion. Thread-safe; calls on one map run
- * one at a time. Errors: RDMX_ERR_INVALID (index past the map),
+ * WRITE. Both wait for their completion; a store returns once the page is
+ * at the server, for every client to see (where a WRITE completes once
+ * sent, iWARP, an 8-byte READ after it says so). Thread-safe; calls on one
+ * map run one at a time. Errors: RDMX_ERR_INVALID (index past the map),
  * RDMX_ERR_CONN_LOST (the server is gone, or did not answer within
  * timeout_ms), RDMX_ERR_REMOTE_ACCESS.
  */
@@ -202,7 +204,8 @@ rdmx_status rdmx_page_mmap(struct rdmx_page_map *map, void **addr_p);
 
 /*
  * rdmx_page_sync - write the dirty pages of [addr, addr + len) back to the
- * server and wait, as msync(2) does; the pages stay cached. addr and len
+ * server and wait, as msync(2) does, until they are there for every client
+ * to see (as rdmx_page_store); the pages stay cached. addr and len
  * need not be page aligned. Errors: RDMX_ERR_INVALID (outside the mapping,
  * or no mapping), RDMX_ERR_CONN_LOST.
  */

@@ -30,6 +30,7 @@ struct page_link {
 	uint8_t *msg; /* 2 * PAGE_MSG: lookup out, reply in */
 	struct rdmx_mr *msg_mr;
 	int outstanding; /* posted, not yet completed */
+	bool settles; /* WRITEs complete once sent: page_link_post_settle */
 	rdmx_status dead; /* RDMX_OK while usable */
 	const uint8_t *local; /* page_link over a local buffer: no conn */
 	uint64_t local_len;
@@ -55,6 +56,14 @@ void page_link_close(struct page_link *l);
 rdmx_status page_link_post(struct page_link *l, enum rdmx_opcode op,
 			   uint64_t wr_id, size_t stage_off, uint64_t off,
 			   uint32_t len);
+/*
+ * Where a WRITE completes once sent rather than once placed (iWARP:
+ * RDMX_CONN_COMPLETES_LOCALLY, l->settles), post the proof that the
+ * WRITEs before it are placed: an 8-byte READ of the region, which the
+ * server answers only after them. It completes with @wr_id. Others need
+ * none: their WRITEs complete once placed.
+ */
+rdmx_status page_link_post_settle(struct page_link *l, uint64_t wr_id);
 /* Take up to @max completions without blocking (rdmx_poll). */
 int page_link_poll(struct page_link *l, struct rdmx_completion *wc, int max);
 /*

@@ -127,6 +127,7 @@ rdmx_status page_link_open(struct page_link *l, struct rdmx_ctx *ctx,
 			   size_t stage_len)
 {
 	struct rdmx_conn_attr ca = { 0 };
+	struct rdmx_conn_info info;
 	rdmx_status st;
 
 	memset(l, 0, sizeof(*l));
@@ -155,6 +156,8 @@ rdmx_status page_link_open(struct page_link *l, struct rdmx_ctx *ctx,
 	st = page_link_lookup(l, addr, name, timeout_ms);
 	if (st != RDMX_OK)
 		goto err;
+	rdmx_conn_info(l->conn, &info);
+	l->settles = info.flags & RDMX_CONN_COMPLETES_LOCALLY;
 	return RDMX_OK;
 err:
 	page_link_close(l);
@@ -235,6 +238,21 @@ rdmx_status page_link_post(struct page_link *l, enum rdmx_opcode op,
 	else
 		st = rdmx_post_write(l->conn, &sg, l->region.addr + off,
 				     l->region.rkey, wr_id);
+	if (st == RDMX_OK)
+		l->outstanding++;
+	return st;
+}
+
+rdmx_status page_link_post_settle(struct page_link *l, uint64_t wr_id)
+{
+	/* Into the lookup's buffer: registered, and unused since. */
+	struct rdmx_sge sg = { l->msg, 8, l->msg_mr };
+	rdmx_status st;
+
+	if (l->dead != RDMX_OK)
+		return l->dead;
+	st = rdmx_post_read(l->conn, &sg, l->region.addr, l->region.rkey,
+			    wr_id);
 	if (st == RDMX_OK)
 		l->outstanding++;
 	return st;

@@ -296,6 +296,9 @@ static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 					    index[at + j] * PAGE_SIZE_BYTES,
 					    PAGE_SIZE_BYTES);
 		}
+		/* Stored means at the server, for every client to see. */
+		if (st == RDMX_OK && op == RDMX_OP_WRITE && l->settles)
+			st = page_link_post_settle(l, UINT64_MAX);
 		rdmx_status done = page_link_drain(l, deadline);
 
 		if (st == RDMX_OK)

@@ -50,6 +50,7 @@ enum chunk_kind { CHUNK_FREE, CHUNK_FETCH, CHUNK_WB };
 
 #define PAGE_CHUNKS 16
 #define PAGE_NO_SLOT UINT32_MAX
+#define PAGE_SETTLE_ID UINT64_MAX /* page_settle's READ; no chunk's id */
 
 struct page_chunk {
 	enum chunk_kind kind;
@@ -76,6 +77,9 @@ struct page_mem {
 	uint64_t *slot_page; /* per slot */
 	uint32_t *free_slot, nfree, nslots, hand;
 	uint32_t evicting; /* dirty pages written back to be evicted */
+	/* WRITEs completed, not yet known placed (link.settles), and the
+	 * READ that will tell, in flight. */
+	bool unsettled, settling;
 	uint64_t zap_first, zap_n; /* pages to unmap (page_zap) */
 	uint32_t low_water; /* free slots eviction makes beyond the need */
 
@@ -311,6 +315,7 @@ static void wb_done_page(struct page_mem *m, uint64_t p, bool ok)
 		return;
 	}
 	STAT_ADD(m, written_back, 1);
+	m->unsettled = m->link.settles;
 	if (s & PG_EVICT) {
 		page_zap(m, p);
 		page_zap_flush(m); /* before waking a writer */
@@ -504,10 +509,16 @@ static void fetch_done(struct page_mem *m, int c, rdmx_status st)
 static void page_complete(struct page_mem *m, const struct rdmx_completion *wc)
 {
 	int c = (int)(wc->wr_id >> 32);
-	struct page_chunk *ch = m->chunk[c];
+	struct page_chunk *ch;
 
 	if (wc->status != RDMX_OK && m->link.dead == RDMX_OK)
 		page_link_fail(&m->link, wc->status, "a page transfer failed");
+	if (wc->wr_id == PAGE_SETTLE_ID) {
+		m->settling = false;
+		m->unsettled &= wc->status != RDMX_OK;
+		return;
+	}
+	ch = m->chunk[c];
 	if (ch->kind == CHUNK_FETCH) {
 		fetch_done(m, c, wc->status);
 		return;
@@ -611,6 +622,33 @@ static bool page_read_faults(struct page_mem *m)
 	return true;
 }
 
+/*
+ * The WRITEs completed so far are placed at the server, where other
+ * clients see them (page_link_post_settle): before a sync returns.
+ */
+static rdmx_status page_settle(struct page_mem *m)
+{
+	double deadline = page_mem_now_ms() + m->map->attr.timeout_ms;
+	rdmx_status st;
+
+	if (!m->unsettled)
+		return RDMX_OK;
+	st = page_link_post_settle(&m->link, PAGE_SETTLE_ID);
+	if (st != RDMX_OK) {
+		post_failed(m, st, "the send queue is full");
+		return RDMX_ERR_CONN_LOST;
+	}
+	m->settling = true;
+	while (m->settling) { /* a dead link's close completes it too */
+		page_progress(m);
+		if (page_mem_now_ms() > deadline && m->link.dead == RDMX_OK)
+			page_link_fail(&m->link, RDMX_ERR_TIMEOUT,
+				       "a write-back was not confirmed "
+				       "within timeout_ms");
+	}
+	return m->unsettled ? RDMX_ERR_CONN_LOST : RDMX_OK;
+}
+
 /* Sync (and with @drop, forget) pages [first, first + n). */
 static rdmx_status page_do_sync(struct page_mem *m, uint64_t first, uint64_t n,
 				bool drop)
@@ -626,6 +664,7 @@ static rdmx_status page_do_sync(struct page_mem *m, uint64_t first, uint64_t n,
 		wb_post(m, wb);
 	while (chunks_busy(m))
 		page_progress(m);
+	st = page_settle(m);
 	/* Dirty again after the write-back is a new write; dirty with the
 	 * link dead is one that could not leave. */
 	for (uint64_t p = first; p < first + n; p++) {

@@ -187,6 +187,71 @@ static void test_page_two_nodes_explicit_and_mapped(void **state)
 	srv_close(&v);
 }
 
+static uint64_t reads_posted(struct side *c)
+{
+	struct rdmx_stats st;
+
+	rdmx_ctx_stats(c->ctx, &st);
+	return st.ops_out[RDMX_OP_READ];
+}
+
+/*
+ * Where a WRITE completes once sent (iWARP), a store, and a sync that
+ * wrote pages back, end with one READ that the server answers only after
+ * the WRITEs are placed: another client sees them once the call returns.
+ * Elsewhere a WRITE completes once placed, and nothing is added.
+ */
+static void test_page_store_and_sync_wait_for_placement(void **state)
+{
+	struct rdmx_page_attr a = { .mask = RDMX_PAGE_ATTR_READAHEAD,
+				    .readahead = 0 };
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	struct rdmx_conn_info info;
+	uint64_t idx[5] = { 2, 4, 6, 8, 10 }, r0;
+	uint8_t page[PG], pages[5][PG], *mem;
+	void *bufs[5];
+	int settle;
+
+	(void)state;
+	srv_open(&v, 1 << 20);
+	side_open(&c);
+	assert_int_equal(rdmx_page_map(c.ctx, v.url, &a, &map), RDMX_OK);
+	rdmx_page_conn_info(map, &info);
+	settle = info.flags & RDMX_CONN_COMPLETES_LOCALLY ? 1 : 0;
+	print_message("%s: WRITEs complete once %s\n", info.transport,
+		      settle ? "sent" : "placed");
+	r0 = reads_posted(&c);
+	pat_fill(page, PG, 3 * PG, 5);
+	assert_int_equal(rdmx_page_store(map, 3, page), RDMX_OK);
+	assert_int_equal(reads_posted(&c) - r0, settle);
+	assert_pat(v.mem + 3 * PG, PG, 3 * PG, 5);
+	for (int i = 0; i < 5; i++) {
+		bufs[i] = pages[i];
+		pat_fill(pages[i], PG, idx[i] * PG, 6);
+	}
+	r0 = reads_posted(&c);
+	assert_int_equal(rdmx_page_storev(map, idx, (const void *const *)bufs,
+					  5),
+			 RDMX_OK);
+	assert_int_equal(reads_posted(&c) - r0, settle); /* one a batch */
+	/* The mapping: a page written, then synced. */
+	mem = mapping(map);
+	pat_fill(mem + 7 * PG, PG, 7 * PG, 8);
+	r0 = reads_posted(&c);
+	assert_int_equal(rdmx_page_sync(map, mem + 7 * PG, PG), RDMX_OK);
+	assert_int_equal(reads_posted(&c) - r0, settle);
+	assert_pat(v.mem + 7 * PG, PG, 7 * PG, 8);
+	/* Nothing written since: nothing to confirm. */
+	r0 = reads_posted(&c);
+	assert_int_equal(rdmx_page_sync(map, mem, 1 << 20), RDMX_OK);
+	assert_int_equal(reads_posted(&c) - r0, 0);
+	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	side_close(&c);
+	srv_close(&v);
+}
+
 static void test_page_fetchv_storev_batched(void **state)
 {
 	enum { N = 200 };
@@ -870,6 +935,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_page_two_nodes_explicit_and_mapped),
 		cmocka_unit_test(test_page_fetchv_storev_batched),
+		cmocka_unit_test(test_page_store_and_sync_wait_for_placement),
 		cmocka_unit_test(test_page_map_errors),
 		cmocka_unit_test(test_page_server_refuses_malformed_lookups),
 		cmocka_unit_test(test_page_map_local_evicts_and_writes_back),
