@@ -99,10 +99,14 @@ static rdmx_status page_link_lookup(struct page_link *l, const char *addr,
 	}
 	if (!page_reply_decode(l->msg + PAGE_MSG, wc.byte_len, &r) ||
 	    (r.status == PAGE_REPLY_OK && r.page_size != PAGE_SIZE_BYTES)) {
-		page_log(
-			RDMX_LOG_ERROR,
-			"%s does not answer as a memory server of this version",
-			addr);
+		char what[128];
+
+		page_reply_explain(l->msg + PAGE_MSG, wc.byte_len, what,
+				   sizeof(what));
+		page_log(RDMX_LOG_ERROR,
+			 "%s does not answer as a memory server of this "
+			 "version (%s)",
+			 addr, what);
 		return RDMX_ERR_PROTOCOL;
 	}
 	if (r.status == PAGE_REPLY_NOT_FOUND) {

@@ -114,6 +114,16 @@ uint32_t page_reply_encode(uint8_t *buf, const struct page_reply *r)
 	return PAGE_REPLY_LEN;
 }
 
+void page_reply_explain(const uint8_t *buf, uint32_t len, char *out,
+			size_t size)
+{
+	snprintf(out, size,
+		 "%" PRIu32 " bytes, magic 0x%08" PRIx32
+		 ", version %u, status %u, page size %" PRIu32,
+		 len, get32(buf), get16(buf + 4), get16(buf + 6),
+		 get32(buf + 8));
+}
+
 bool page_reply_decode(const uint8_t *buf, uint32_t len, struct page_reply *r)
 {
 	if (!page_header_ok(buf, len, PAGE_REPLY_LEN))

@@ -61,5 +61,8 @@ void page_lookup_explain(const uint8_t *buf, uint32_t len, char *out,
 
 uint32_t page_reply_encode(uint8_t *buf, const struct page_reply *r);
 bool page_reply_decode(const uint8_t *buf, uint32_t len, struct page_reply *r);
+/* Into @out: the fields of the @len bytes of reply in @buf, for the log. */
+void page_reply_explain(const uint8_t *buf, uint32_t len, char *out,
+			size_t size);
 
 #endif

@@ -368,6 +368,66 @@ static void test_page_server_refuses_malformed_lookups(void **state)
 	srv_close(&v);
 }
 
+/* A server that answers a lookup with 40 bytes that are no reply. */
+struct liar {
+	struct side s;
+	struct rdmx_listener *lst;
+	struct buf b;
+	pthread_t t;
+};
+
+static void *liar_run(void *arg)
+{
+	struct liar *l = arg;
+	struct rdmx_conn_attr ca = { .cq = l->s.cq };
+	struct rdmx_conn *conn;
+	struct rdmx_sge in = sge_of(&l->b, 0, 128),
+			out = sge_of(&l->b, 128, 40);
+
+	assert_int_equal(rdmx_accept(l->lst, &ca, T_TIMEOUT_MS, &conn),
+			 RDMX_OK);
+	assert_int_equal(rdmx_post_recv(conn, &in, 1, 1), RDMX_OK);
+	assert_int_equal(wait_wc(l->s.cq).status, RDMX_OK);
+	memset(l->b.p + 128, 0, 40);
+	memcpy(l->b.p + 128, "\xde\xad\xbe\xef\x00\x01", 6);
+	assert_int_equal(rdmx_post_send(conn, &out, 2), RDMX_OK);
+	assert_int_equal(wait_wc(l->s.cq).status, RDMX_OK);
+	rdmx_conn_close(conn);
+	return NULL;
+}
+
+/* The client says what it got instead of a reply. */
+static void test_page_map_names_a_bad_reply(void **state)
+{
+	struct liar l;
+	struct side c;
+	struct rdmx_page_map *map = NULL;
+	struct log_catch lc;
+	char url[128], log[4096];
+	rdmx_status st;
+
+	(void)state;
+	side_open(&l.s);
+	buf_alloc(&l.s, &l.b, 256, RDMX_ACCESS_LOCAL_WRITE);
+	snprintf(url, sizeof(url), "%s:%d/mem", suite_addr(),
+		 side_listen(&l.s, &l.lst));
+	pthread_create(&l.t, NULL, liar_run, &l);
+	side_open(&c);
+	log_catch_begin(&lc);
+	st = rdmx_page_map(c.ctx, url, NULL, &map);
+	log_catch_end(&lc, log, sizeof(log));
+	pthread_join(l.t, NULL);
+	assert_int_equal(st, RDMX_ERR_PROTOCOL);
+	assert_null(map);
+	assert_non_null(strstr(log, "does not answer as a memory server of "
+				    "this version (40 bytes, magic "
+				    "0xdeadbeef, version 1, status 0"));
+	side_close(&c);
+	rdmx_listener_close(l.lst);
+	buf_free(&l.b);
+	side_close(&l.s);
+}
+
 static void test_page_map_errors(void **state)
 {
 	struct srv v;
@@ -937,6 +997,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_page_fetchv_storev_batched),
 		cmocka_unit_test(test_page_store_and_sync_wait_for_placement),
 		cmocka_unit_test(test_page_map_errors),
+		cmocka_unit_test(test_page_map_names_a_bad_reply),
 		cmocka_unit_test(test_page_server_refuses_malformed_lookups),
 		cmocka_unit_test(test_page_map_local_evicts_and_writes_back),
 		cmocka_unit_test(test_page_mmap_threads_through_small_cache),
