@@ -266,6 +266,29 @@ static rdmx_status page_link_drain(struct page_link *l, double deadline)
 	return l->dead != RDMX_OK ? l->dead : first;
 }
 
+/*
+ * Post a page's transfer, or with @settle the READ that says the WRITEs
+ * before it are placed. A send queue shorter than the depth is waited out:
+ * what is in flight completes, then the post is tried again.
+ */
+static rdmx_status page_map_post(struct page_link *l, bool settle,
+				 enum rdmx_opcode op, uint64_t id,
+				 size_t stage_off, uint64_t off,
+				 double deadline)
+{
+	for (;;) {
+		rdmx_status st = settle ? page_link_post_settle(l, id)
+					: page_link_post(l, op, id, stage_off,
+							 off, PAGE_SIZE_BYTES);
+
+		if (st != RDMX_ERR_AGAIN || l->outstanding <= 0)
+			return st;
+		st = page_link_drain(l, deadline);
+		if (st != RDMX_OK)
+			return st;
+	}
+}
+
 /* Move @n pages through the stage, depth at a time, READ or WRITE. */
 static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 			     const uint64_t *index, void *const *bufs, size_t n)
@@ -292,13 +315,14 @@ static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 			if (op == RDMX_OP_WRITE)
 				memcpy(l->stage + so, bufs[at + j],
 				       PAGE_SIZE_BYTES);
-			st = page_link_post(l, op, at + j, so,
-					    index[at + j] * PAGE_SIZE_BYTES,
-					    PAGE_SIZE_BYTES);
+			st = page_map_post(l, false, op, at + j, so,
+					   index[at + j] * PAGE_SIZE_BYTES,
+					   deadline);
 		}
 		/* Stored means at the server, for every client to see. */
 		if (st == RDMX_OK && op == RDMX_OP_WRITE && l->settles)
-			st = page_link_post_settle(l, UINT64_MAX);
+			st = page_map_post(l, true, op, UINT64_MAX, 0, 0,
+					   deadline);
 		rdmx_status done = page_link_drain(l, deadline);
 
 		if (st == RDMX_OK)

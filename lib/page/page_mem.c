@@ -50,12 +50,17 @@ enum chunk_kind { CHUNK_FREE, CHUNK_FETCH, CHUNK_WB };
 
 #define PAGE_CHUNKS 16
 #define PAGE_NO_SLOT UINT32_MAX
-#define PAGE_SETTLE_ID UINT64_MAX /* page_settle's READ; no chunk's id */
+/* The low half of a write-back's settling READ's id (page_link_settles) */
+#define PAGE_SETTLE_J UINT32_MAX
 
 struct page_chunk {
 	enum chunk_kind kind;
 	uint32_t n; /* pages */
-	uint32_t pending; /* WB: WRITEs not yet completed */
+	uint32_t pending; /* WB: WRITEs (and its READ) not yet completed */
+	/* WB: a READ follows the WRITEs (link.settles), and said they are
+	 * placed: only then are the pages written back, and the staging
+	 * free for another transfer. */
+	bool settle, settled;
 	bool write_first; /* FETCH: the fault that started it was a write */
 	uint32_t tid; /* FETCH: the thread that took that fault */
 	double posted_ms;
@@ -77,9 +82,6 @@ struct page_mem {
 	uint64_t *slot_page; /* per slot */
 	uint32_t *free_slot, nfree, nslots, hand;
 	uint32_t evicting; /* dirty pages written back to be evicted */
-	/* WRITEs completed, not yet known placed (link.settles), and the
-	 * READ that will tell, in flight. */
-	bool unsettled, settling;
 	uint64_t zap_first, zap_n; /* pages to unmap (page_zap) */
 	uint32_t low_water; /* free slots eviction makes beyond the need */
 
@@ -233,45 +235,82 @@ static int page_chunk_wait_any(struct page_mem *m)
 	return c;
 }
 
+static bool page_poll(struct page_mem *m);
+
 /*
- * A transfer could not be posted: the link is lost. Say why: @full when
- * the send queue had no room, else the transport's refusal (a connection
- * that ended says so).
+ * Post a transfer (page_link_post), or with @settle the READ that says
+ * the WRITEs before it are placed (page_link_post_settle). While the send
+ * queue is full, take completions, which make room, and try again. Any
+ * other refusal loses the link, and the log says it (a connection that
+ * ended, say); a link lost meanwhile answers its status.
  */
-static void post_failed(struct page_mem *m, rdmx_status st, const char *full)
+static rdmx_status page_post(struct page_mem *m, bool settle,
+			     enum rdmx_opcode op, uint64_t id, size_t stage_off,
+			     uint64_t off, uint32_t len)
 {
-	if (m->link.dead == RDMX_OK)
-		page_link_fail(&m->link, st,
-			       st == RDMX_ERR_AGAIN
-				       ? full
-				       : "a transfer could not be posted");
+	for (;;) {
+		rdmx_status st = settle ? page_link_post_settle(&m->link, id)
+					: page_link_post(&m->link, op, id,
+							 stage_off, off, len);
+
+		if (st == RDMX_OK)
+			return st;
+		if (st != RDMX_ERR_AGAIN || m->link.dead != RDMX_OK) {
+			if (m->link.dead == RDMX_OK)
+				page_link_fail(&m->link, st,
+					       "a transfer could not be "
+					       "posted");
+			return m->link.dead;
+		}
+		page_poll(m);
+	}
 }
 
-/* Post the WRITEs of the pages collected in chunk @c (already copied). */
-static void wb_post(struct page_mem *m, int c)
+/* Write-back chunk @c has nothing in flight any more. */
+static void wb_chunk_done(struct page_mem *m, int c)
 {
 	struct page_chunk *ch = m->chunk[c];
 
+	if (ch->settle)
+		for (uint32_t j = 0; j < ch->n; j++)
+			wb_done_page(m, ch->pages[j], ch->settled);
+	ch->kind = CHUNK_FREE;
+}
+
+/*
+ * Post the WRITEs of the pages collected in chunk @c (already copied).
+ * Where a WRITE completes once sent (iWARP), a READ follows them
+ * (page_link_post_settle): the pages count as written back, and the
+ * staging as free, once it completes.
+ */
+static void wb_post(struct page_mem *m, int c)
+{
+	struct page_chunk *ch = m->chunk[c];
+	rdmx_status st;
+
 	ch->kind = CHUNK_WB;
 	ch->posted_ms = page_mem_now_ms();
-	ch->pending = 0;
+	ch->pending = 1; /* held while posting: completions come meanwhile */
+	ch->settle = m->link.settles;
+	ch->settled = false;
 	for (uint32_t j = 0; j < ch->n; j++) {
 		uint64_t id = (uint64_t)c << 32 | j;
-		rdmx_status st = page_link_post(
-			&m->link, RDMX_OP_WRITE, id,
-			(size_t)(chunk_stage(m, c) - m->link.stage) +
-				j * PAGE_SIZE_BYTES,
-			ch->pages[j] * PAGE_SIZE_BYTES, PAGE_SIZE_BYTES);
 
-		if (st == RDMX_OK) {
+		st = page_post(m, false, RDMX_OP_WRITE, id,
+			       (size_t)(chunk_stage(m, c) - m->link.stage) +
+				       j * PAGE_SIZE_BYTES,
+			       ch->pages[j] * PAGE_SIZE_BYTES, PAGE_SIZE_BYTES);
+		if (st == RDMX_OK)
 			ch->pending++;
-			continue;
-		}
-		post_failed(m, st, "the send queue is shorter than a chunk");
-		wb_done_page(m, ch->pages[j], false);
+		else if (!ch->settle)
+			wb_done_page(m, ch->pages[j], false);
 	}
-	if (!ch->pending)
-		ch->kind = CHUNK_FREE;
+	if (ch->settle &&
+	    page_post(m, true, RDMX_OP_READ, (uint64_t)c << 32 | PAGE_SETTLE_J,
+		      0, 0, 0) == RDMX_OK)
+		ch->pending++;
+	if (--ch->pending == 0)
+		wb_chunk_done(m, c);
 }
 
 /*
@@ -315,7 +354,6 @@ static void wb_done_page(struct page_mem *m, uint64_t p, bool ok)
 		return;
 	}
 	STAT_ADD(m, written_back, 1);
-	m->unsettled = m->link.settles;
 	if (s & PG_EVICT) {
 		page_zap(m, p);
 		page_zap_flush(m); /* before waking a writer */
@@ -414,13 +452,11 @@ static void page_fetch_run(struct page_mem *m, uint64_t p, uint32_t max,
 	STAT_ADD(m, fetches, 1);
 	STAT_ADD(m, pages_fetched, n);
 	STAT_ADD(m, readahead, tid ? n - 1 : n);
-	st = page_link_post(&m->link, RDMX_OP_READ, (uint64_t)c << 32,
-			    (size_t)(chunk_stage(m, c) - m->link.stage),
-			    p * PAGE_SIZE_BYTES, n * PAGE_SIZE_BYTES);
-	if (st != RDMX_OK) {
-		post_failed(m, st, "the send queue is full");
+	st = page_post(m, false, RDMX_OP_READ, (uint64_t)c << 32,
+		       (size_t)(chunk_stage(m, c) - m->link.stage),
+		       p * PAGE_SIZE_BYTES, n * PAGE_SIZE_BYTES);
+	if (st != RDMX_OK)
 		fetch_done(m, c, RDMX_ERR_CONN_LOST);
-	}
 }
 
 /*
@@ -513,19 +549,18 @@ static void page_complete(struct page_mem *m, const struct rdmx_completion *wc)
 
 	if (wc->status != RDMX_OK && m->link.dead == RDMX_OK)
 		page_link_fail(&m->link, wc->status, "a page transfer failed");
-	if (wc->wr_id == PAGE_SETTLE_ID) {
-		m->settling = false;
-		m->unsettled &= wc->status != RDMX_OK;
-		return;
-	}
 	ch = m->chunk[c];
 	if (ch->kind == CHUNK_FETCH) {
 		fetch_done(m, c, wc->status);
 		return;
 	}
-	wb_done_page(m, ch->pages[(uint32_t)wc->wr_id], wc->status == RDMX_OK);
+	if (!ch->settle)
+		wb_done_page(m, ch->pages[(uint32_t)wc->wr_id],
+			     wc->status == RDMX_OK);
+	else if ((uint32_t)wc->wr_id == PAGE_SETTLE_J)
+		ch->settled = wc->status == RDMX_OK;
 	if (--ch->pending == 0)
-		ch->kind = CHUNK_FREE;
+		wb_chunk_done(m, c);
 }
 
 /* ---- the handler -------------------------------------------------------- */
@@ -622,33 +657,6 @@ static bool page_read_faults(struct page_mem *m)
 	return true;
 }
 
-/*
- * The WRITEs completed so far are placed at the server, where other
- * clients see them (page_link_post_settle): before a sync returns.
- */
-static rdmx_status page_settle(struct page_mem *m)
-{
-	double deadline = page_mem_now_ms() + m->map->attr.timeout_ms;
-	rdmx_status st;
-
-	if (!m->unsettled)
-		return RDMX_OK;
-	st = page_link_post_settle(&m->link, PAGE_SETTLE_ID);
-	if (st != RDMX_OK) {
-		post_failed(m, st, "the send queue is full");
-		return RDMX_ERR_CONN_LOST;
-	}
-	m->settling = true;
-	while (m->settling) { /* a dead link's close completes it too */
-		page_progress(m);
-		if (page_mem_now_ms() > deadline && m->link.dead == RDMX_OK)
-			page_link_fail(&m->link, RDMX_ERR_TIMEOUT,
-				       "a write-back was not confirmed "
-				       "within timeout_ms");
-	}
-	return m->unsettled ? RDMX_ERR_CONN_LOST : RDMX_OK;
-}
-
 /* Sync (and with @drop, forget) pages [first, first + n). */
 static rdmx_status page_do_sync(struct page_mem *m, uint64_t first, uint64_t n,
 				bool drop)
@@ -664,7 +672,6 @@ static rdmx_status page_do_sync(struct page_mem *m, uint64_t first, uint64_t n,
 		wb_post(m, wb);
 	while (chunks_busy(m))
 		page_progress(m);
-	st = page_settle(m);
 	/* Dirty again after the write-back is a new write; dirty with the
 	 * link dead is one that could not leave. */
 	for (uint64_t p = first; p < first + n; p++) {

@@ -580,6 +580,55 @@ static void test_page_mmap_threads_through_small_cache(void **state)
 	srv_close(&v);
 }
 
+/*
+ * A send queue shorter than a chunk of write-backs (64 pages): a full
+ * queue waits for room. It lost the link before (SIGBUS on the next fault,
+ * sync CONN_LOST), and siw met it with the default queue once a chunk's
+ * write-backs wait for a READ behind them.
+ */
+static void test_page_short_send_queue(void **state)
+{
+	enum { N = 100 };
+	const uint64_t len = 4 << 20;
+	static uint8_t pages[N * PG];
+	uint64_t idx[N];
+	void *bufs[N];
+	struct srv v;
+	struct side c;
+	struct rdmx_page_map *map;
+	struct rdmx_page_stats ps;
+	uint8_t *mem;
+
+	(void)state;
+	srv_open(&v, len);
+	side_open_with(&c, "RDMX_CONN_MAX_SEND_WR", "16");
+	map = map_open(&c, v.url, 64 * PG);
+	mem = mapping(map);
+	for (uint64_t off = 0; off < len; off += PG)
+		pat_fill(mem + off, PG, off, 4); /* through a 64-page cache */
+	assert_int_equal(rdmx_page_sync(map, mem, len), RDMX_OK);
+	rdmx_page_stats(map, &ps);
+	assert_true(ps.written_back >= len / PG);
+	for (uint64_t off = 0; off < len; off += PG)
+		assert_pat(v.mem + off, PG, off, 4);
+	/* The explicit calls: 64 pages in flight by default, too. */
+	for (uint64_t i = 0; i < N; i++) {
+		idx[i] = i * 3;
+		bufs[i] = pages + i * PG;
+		pat_fill(bufs[i], PG, idx[i] * PG, 11);
+	}
+	assert_int_equal(rdmx_page_storev(map, idx, (const void *const *)bufs,
+					  N),
+			 RDMX_OK);
+	memset(pages, 0, sizeof(pages));
+	assert_int_equal(rdmx_page_fetchv(map, idx, bufs, N), RDMX_OK);
+	for (uint64_t i = 0; i < N; i++)
+		assert_pat(bufs[i], PG, idx[i] * PG, 11);
+	assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	side_close(&c);
+	srv_close(&v);
+}
+
 /* Resident set of this process, and of the mapping at @base, in bytes. */
 static uint64_t rss_of(const void *base)
 {
@@ -1002,6 +1051,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_page_map_local_evicts_and_writes_back),
 		cmocka_unit_test(test_page_mmap_threads_through_small_cache),
 		cmocka_unit_test(test_page_mmap_rss_stays_within_cache),
+		cmocka_unit_test(test_page_short_send_queue),
 		cmocka_unit_test(test_page_mmap_readahead_sequential_only),
 		cmocka_unit_test(test_page_mmap_drop_sees_others_writes),
 		cmocka_unit_test(test_page_mmap_threads_on_one_page_fetch_once),
