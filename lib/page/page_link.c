@@ -78,7 +78,7 @@ static rdmx_status page_link_lookup(struct page_link *l, const char *addr,
 	double deadline = page_now_ms() + timeout_ms;
 	struct rdmx_sge out = { l->msg, 0, l->msg_mr };
 	struct rdmx_sge in = { l->msg + PAGE_MSG, PAGE_MSG, l->msg_mr };
-	struct rdmx_completion wc;
+	struct rdmx_completion wc, sent;
 	struct page_reply r;
 	rdmx_status st;
 
@@ -90,8 +90,10 @@ static rdmx_status page_link_lookup(struct page_link *l, const char *addr,
 		return st;
 	l->outstanding = 2;
 	st = page_link_expect(l, RDMX_OP_RECV, &wc, deadline);
+	/* The SEND's completion, when it came after the reply: into its own
+	 * record, for wc's byte_len is the reply's (siw, now and then). */
 	if (st == RDMX_OK && l->outstanding)
-		st = page_link_expect(l, RDMX_OP_SEND, &wc, deadline);
+		st = page_link_expect(l, RDMX_OP_SEND, &sent, deadline);
 	if (st != RDMX_OK) {
 		page_log(RDMX_LOG_ERROR, "lookup of %s at %s: %s", name, addr,
 			 rdmx_strerror(st));

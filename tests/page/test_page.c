@@ -252,6 +252,31 @@ static void test_page_store_and_sync_wait_for_placement(void **state)
 	srv_close(&v);
 }
 
+/*
+ * Many lookups in a row. The client read the reply's length from the
+ * lookup's SEND completion when that came after the reply (siw: 2 in 600
+ * lookups), and refused a good reply as one of another version.
+ */
+static void test_page_many_lookups(void **state)
+{
+	struct srv v;
+	struct side c;
+
+	(void)state;
+	srv_open(&v, 1 << 20);
+	side_open(&c);
+	for (int i = 0; i < 200; i++) {
+		struct rdmx_page_map *map = NULL;
+		rdmx_status st = rdmx_page_map(c.ctx, v.url, NULL, &map);
+
+		if (st != RDMX_OK)
+			fail_msg("lookup %d of 200: %s", i, rdmx_strerror(st));
+		assert_int_equal(rdmx_page_unmap(map), RDMX_OK);
+	}
+	side_close(&c);
+	srv_close(&v);
+}
+
 static void test_page_fetchv_storev_batched(void **state)
 {
 	enum { N = 200 };
@@ -1043,6 +1068,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_page_two_nodes_explicit_and_mapped),
+		cmocka_unit_test(test_page_many_lookups),
 		cmocka_unit_test(test_page_fetchv_storev_batched),
 		cmocka_unit_test(test_page_store_and_sync_wait_for_placement),
 		cmocka_unit_test(test_page_map_errors),
