@@ -57,10 +57,10 @@ struct page_chunk {
 	enum chunk_kind kind;
 	uint32_t n; /* pages */
 	uint32_t pending; /* WB: WRITEs (and its READ) not yet completed */
-	/* WB: a READ follows the WRITEs (link.settles), and said they are
-	 * placed: only then are the pages written back, and the staging
+	/* WB, where link.settles: the READ behind the WRITEs said they are
+	 * placed. Only then are the pages written back, and the staging
 	 * free for another transfer. */
-	bool settle, settled;
+	bool settled;
 	bool write_first; /* FETCH: the fault that started it was a write */
 	uint32_t tid; /* FETCH: the thread that took that fault */
 	double posted_ms;
@@ -271,7 +271,7 @@ static void wb_chunk_done(struct page_mem *m, int c)
 {
 	struct page_chunk *ch = m->chunk[c];
 
-	if (ch->settle)
+	if (m->link.settles)
 		for (uint32_t j = 0; j < ch->n; j++)
 			wb_done_page(m, ch->pages[j], ch->settled);
 	ch->kind = CHUNK_FREE;
@@ -291,7 +291,6 @@ static void wb_post(struct page_mem *m, int c)
 	ch->kind = CHUNK_WB;
 	ch->posted_ms = page_mem_now_ms();
 	ch->pending = 1; /* held while posting: completions come meanwhile */
-	ch->settle = m->link.settles;
 	ch->settled = false;
 	for (uint32_t j = 0; j < ch->n; j++) {
 		uint64_t id = (uint64_t)c << 32 | j;
@@ -302,10 +301,10 @@ static void wb_post(struct page_mem *m, int c)
 			       ch->pages[j] * PAGE_SIZE_BYTES, PAGE_SIZE_BYTES);
 		if (st == RDMX_OK)
 			ch->pending++;
-		else if (!ch->settle)
+		else if (!m->link.settles)
 			wb_done_page(m, ch->pages[j], false);
 	}
-	if (ch->settle &&
+	if (m->link.settles &&
 	    page_post(m, true, RDMX_OP_READ, (uint64_t)c << 32 | PAGE_SETTLE_J,
 		      0, 0, 0) == RDMX_OK)
 		ch->pending++;
@@ -554,7 +553,7 @@ static void page_complete(struct page_mem *m, const struct rdmx_completion *wc)
 		fetch_done(m, c, wc->status);
 		return;
 	}
-	if (!ch->settle)
+	if (!m->link.settles)
 		wb_done_page(m, ch->pages[(uint32_t)wc->wr_id],
 			     wc->status == RDMX_OK);
 	else if ((uint32_t)wc->wr_id == PAGE_SETTLE_J)
