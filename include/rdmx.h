@@ -476,6 +476,15 @@ enum {
 	 * refusal either as RDMX_ERR_REMOTE_ACCESS or as that end.
 	 */
 	RDMX_CONN_COMPLETES_LOCALLY = 1 << 2,
+	/*
+	 * This process maps the peer's memory from rdmx_mem_alloc (shm): a
+	 * WRITE, READ or atomic on such memory is done inside rdmx_post, by
+	 * this process's own loads and stores, one copy with no round trip
+	 * and no work by the peer (when nothing posted before it is still in
+	 * flight; otherwise in order, through the peer). Other memory of the
+	 * peer still goes through it.
+	 */
+	RDMX_CONN_MAPPED = 1 << 3,
 };
 
 struct rdmx_conn_info {

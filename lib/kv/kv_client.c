@@ -56,6 +56,8 @@ struct rdmx_kv_client {
 	struct rdmx_wr pend[KV_DEPTH];
 	struct rdmx_sge pend_sg[KV_DEPTH];
 	uint32_t npend;
+	/* Values of this size or more go by PUT_READ (the hello's answer). */
+	uint64_t pull_from;
 	struct rdmx_kv_attr attr;
 	rdmx_status dead;
 };
@@ -240,6 +242,8 @@ static void kv_answer(struct rdmx_kv_client *c, uint32_t i, uint32_t len)
 			s->own_room = false;
 		}
 	}
+	if (!s->op && r.status == RDMX_OK && a.len) /* the hello's */
+		c->pull_from = a.len;
 	if (s->own_room)
 		kv_ext_free(c, s->off, s->room);
 	s->busy = false;
@@ -412,7 +416,7 @@ rdmx_status rdmx_kv_post_put(struct rdmx_kv_client *c, const void *key,
 	c->slot[i] = (struct kv_slot){ .op = RDMX_KV_PUT,
 				       .tag = tag,
 				       .gen = c->slot[i].gen };
-	if (vlen + klen <= KV_INLINE_MAX) {
+	if (vlen + klen <= KV_INLINE_MAX && vlen < c->pull_from) {
 		r.a = vlen;
 		return kv_send(c, i, &r, key, val, (uint32_t)vlen);
 	}
@@ -649,6 +653,7 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 	if (!c)
 		return RDMX_ERR_NOMEM;
 	kv_attr_resolve(c, attr);
+	c->pull_from = UINT64_MAX; /* until the hello's answer says */
 	c->buf_len = c->attr.buffer_bytes;
 	if (c->buf_len < KV_ALIGN || !c->attr.timeout_ms || !c->attr.get_room) {
 		kv_log(RDMX_LOG_ERROR, "the buffer is at least 64 bytes, the "

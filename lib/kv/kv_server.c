@@ -521,6 +521,15 @@ static void kv_do_put(struct kv_worker *w, struct kv_work *op,
 	}
 }
 
+/* What the hello's answer says: from which size to send PUT_READ. */
+static uint64_t kv_pull_from(const struct kv_client *cl)
+{
+	struct rdmx_conn_info info;
+
+	rdmx_conn_info(cl->conn, &info);
+	return info.flags & RDMX_CONN_MAPPED ? KV_PULL_MAPPED : 0;
+}
+
 static void kv_request(struct kv_worker *w, struct kv_client *cl,
 		       const uint8_t *msg, uint32_t len)
 {
@@ -548,7 +557,7 @@ static void kv_request(struct kv_worker *w, struct kv_client *cl,
 			return;
 		}
 		cl->hello = true;
-		kv_send_answer(w, op, KV_OK, 0);
+		kv_send_answer(w, op, KV_OK, kv_pull_from(cl));
 		return;
 	case KV_OP_GET:
 		kv_do_get(w, op, &r);

@@ -189,6 +189,45 @@ static void test_mem_one_sided_without_target_cpu(void **state)
 	side_close(&p.s);
 }
 
+/*
+ * RDMX_CONN_MAPPED on both ends over shm (each maps the other's grant
+ * table at connect), on neither elsewhere. Where it is set, a READ of the
+ * peer's rdmx_mem_alloc memory is done by the initiator: the target's
+ * engine serves nothing. Over tcp it serves the READ (verbs: the NIC does,
+ * and nothing counts it).
+ */
+static void test_mem_conn_says_mapped(void **state)
+{
+	bool shm = !strcmp(suite_transport(), "shm");
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	struct rdmx_sge s;
+	struct rdmx_stats st;
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(conn_has(p.cconn, RDMX_CONN_MAPPED), shm);
+	assert_int_equal(conn_has(p.sconn, RDMX_CONN_MAPPED), shm);
+	buf_alloc_from(&p.s, &src, PAGE, all_access, true);
+	buf_alloc(&p.c, &dst, PAGE, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&src, SEED);
+	rem = share_remote(&p, &src);
+	s = sge_of(&dst, 0, PAGE);
+	assert_int_equal(rdmx_post_read(p.cconn, &s, rem.addr, rem.rkey, 1),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_READ);
+	assert_pattern(dst.p, PAGE, SEED, 0);
+	rdmx_ctx_stats(p.s.ctx, &st);
+	if (strcmp(suite_transport(), "verbs"))
+		assert_int_equal(
+			st.served_ops[transport_index(p.sconn)][RDMX_OP_READ],
+			shm ? 0 : 1);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 struct hammer {
 	struct pair *p;
 	struct buf *src;
@@ -275,6 +314,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mem_alloc_errors),
 		cmocka_unit_test(test_mem_one_sided_without_target_cpu),
+		cmocka_unit_test(test_mem_conn_says_mapped),
 		cmocka_unit_test(test_mem_dereg_stops_writes),
 	};
 

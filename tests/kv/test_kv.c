@@ -124,6 +124,72 @@ static void test_kv_round_trips_0b_to_16m(void **state)
 	free(out);
 }
 
+/* The READs @ctx has posted. */
+static uint64_t reads(struct rdmx_ctx *ctx)
+{
+	struct rdmx_stats st;
+
+	rdmx_ctx_stats(ctx, &st);
+	return st.ops_out[RDMX_OP_READ];
+}
+
+/*
+ * How a PUT's value travels: inline in its request up to a few KiB,
+ * pulled by the server's READ above that, and from 1 KiB where the
+ * server maps the client's buffer (shm: RDMX_CONN_MAPPED), since there a
+ * READ is one memcpy and inline three. The server's count of READs says
+ * which way each went; every value comes back whole.
+ */
+static void test_kv_put_pulled_where_mapped(void **state)
+{
+	static const struct {
+		uint64_t len;
+		bool pulled, pulled_mapped;
+	} puts[] = {
+		{ 512, false, false },	  { 1023, false, false },
+		{ 1024, false, true },	  { 4096, false, true },
+		{ 64 << 10, true, true },
+	};
+	bool mapped = !strcmp(suite_transport(), "shm");
+	uint8_t *in = malloc(64 << 10), *out = malloc(64 << 10);
+	struct rdmx_kv_client *kc;
+	struct kvs k;
+	struct side c;
+
+	(void)state;
+	kvs_open(&k, 16 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 1 << 20);
+	for (size_t i = 0; i < sizeof(puts) / sizeof(puts[0]); i++) {
+		uint64_t before = reads(k.s.ctx), len = 0;
+		bool pulled = mapped ? puts[i].pulled_mapped : puts[i].pulled;
+		char key[16];
+
+		snprintf(key, sizeof(key), "pull%zu", i);
+		val_fill(in, puts[i].len, (uint32_t)i, 2);
+		assert_int_equal(rdmx_kv_put(kc, key, strlen(key), in,
+					     puts[i].len),
+				 RDMX_OK);
+		if (reads(k.s.ctx) - before != (pulled ? 1 : 0))
+			fail_msg("a PUT of %llu bytes over %s: %llu READs by "
+				 "the server, expected %d",
+				 (unsigned long long)puts[i].len,
+				 suite_transport(),
+				 (unsigned long long)(reads(k.s.ctx) - before),
+				 pulled ? 1 : 0);
+		assert_int_equal(rdmx_kv_get(kc, key, strlen(key), out,
+					     64 << 10, &len),
+				 RDMX_OK);
+		assert_int_equal(len, puts[i].len);
+		assert_true(val_check(out, len, (uint32_t)i, 2));
+	}
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+	free(in);
+	free(out);
+}
+
 static void test_kv_room_too_small_says_size(void **state)
 {
 	struct kvs k;
@@ -744,6 +810,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kv_round_trips_0b_to_16m),
+		cmocka_unit_test(test_kv_put_pulled_where_mapped),
 		cmocka_unit_test(test_kv_room_too_small_says_size),
 		cmocka_unit_test(test_kv_pool_full_says_out_of_memory),
 		cmocka_unit_test(test_kv_pool_full_evicts_lru),

@@ -81,6 +81,11 @@ static inline struct rdmx_shm_pipe *to_shm_pipe(struct rdmx_sw_conn *c)
 void rdmx_shm_map_join(struct rdmx_shm_pipe *p);
 /* Off the list, the peer's blocks unmapped: the pipe goes. */
 void rdmx_shm_map_leave(struct rdmx_shm_pipe *p);
+/*
+ * Map the peer's grant table now, at connect, once: true when one-sided
+ * requests on the memory it grants can be done here (RDMX_CONN_MAPPED).
+ */
+bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p);
 /* The pipe's direct op (struct rdmx_sw_pipe). */
 bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 		     uint64_t total);

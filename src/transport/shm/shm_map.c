@@ -171,6 +171,11 @@ static bool rdmx_shm_grants(struct rdmx_shm_pipe *p)
 	return true;
 }
 
+bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p)
+{
+	return !p->direct_off && (p->grants || rdmx_shm_grants(p));
+}
+
 /* The peer's block of grant @v, mapped; NULL when it cannot be. */
 static uint8_t *rdmx_shm_block(struct rdmx_shm_pipe *p,
 			       const struct rdmx_mem_view *v)

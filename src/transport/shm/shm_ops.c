@@ -29,7 +29,10 @@ static rdmx_status rdmx_shm_conn_create(void *priv, int fd, bool accepting,
 	st = rdmx_shm_pipe_setup(e->ctx, fd, accepting, deadline, &p);
 	if (st)
 		return st;
-	return rdmx_sw_conn_create(e, p->door, p->ctl, p, attr, conn_p);
+	st = rdmx_sw_conn_create(e, p->door, p->ctl, p, attr, conn_p);
+	if (!st && rdmx_shm_map_peer(p))
+		(*conn_p)->info.flags |= RDMX_CONN_MAPPED;
+	return st;
 }
 
 const struct rdmx_transport_ops rdmx_shm_ops = {
