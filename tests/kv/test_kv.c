@@ -133,6 +133,18 @@ static uint64_t reads(struct rdmx_ctx *ctx)
 	return st.ops_out[RDMX_OP_READ];
 }
 
+/* The server's clients came over shm (whatever the suite was told). */
+static bool clients_on_shm(struct rdmx_ctx *ctx)
+{
+	struct rdmx_stats st;
+
+	rdmx_ctx_stats(ctx, &st);
+	for (int i = 0; i < RDMX_STATS_TRANSPORTS; i++)
+		if (st.conns_open[i] && !strcmp(rdmx_transport_name(i), "shm"))
+			return true;
+	return false;
+}
+
 /*
  * How a PUT's value travels: inline in its request up to a few KiB,
  * pulled by the server's READ above that, and from 1 KiB where the
@@ -150,7 +162,7 @@ static void test_kv_put_pulled_where_mapped(void **state)
 		{ 1024, false, true },	  { 4096, false, true },
 		{ 64 << 10, true, true },
 	};
-	bool mapped = !strcmp(suite_transport(), "shm");
+	bool mapped;
 	uint8_t *in = malloc(64 << 10), *out = malloc(64 << 10);
 	struct rdmx_kv_client *kc;
 	struct kvs k;
@@ -160,6 +172,7 @@ static void test_kv_put_pulled_where_mapped(void **state)
 	kvs_open(&k, 16 << 20);
 	side_open(&c);
 	kc = client(&c, k.addr, 1 << 20);
+	mapped = clients_on_shm(k.s.ctx);
 	for (size_t i = 0; i < sizeof(puts) / sizeof(puts[0]); i++) {
 		uint64_t before = reads(k.s.ctx), len = 0;
 		bool pulled = mapped ? puts[i].pulled_mapped : puts[i].pulled;
@@ -171,10 +184,10 @@ static void test_kv_put_pulled_where_mapped(void **state)
 					     puts[i].len),
 				 RDMX_OK);
 		if (reads(k.s.ctx) - before != (pulled ? 1 : 0))
-			fail_msg("a PUT of %llu bytes over %s: %llu READs by "
+			fail_msg("a PUT of %llu bytes (%s): %llu READs by "
 				 "the server, expected %d",
 				 (unsigned long long)puts[i].len,
-				 suite_transport(),
+				 mapped ? "shm" : "not shm",
 				 (unsigned long long)(reads(k.s.ctx) - before),
 				 pulled ? 1 : 0);
 		assert_int_equal(rdmx_kv_get(kc, key, strlen(key), out,
@@ -260,6 +273,54 @@ static void test_kv_pool_full_says_out_of_memory(void **state)
 	side_close(&c);
 	kvs_close(&k);
 	free(in);
+}
+
+/*
+ * Freed blocks come back whole: a pool filled with 4 KiB values, then
+ * emptied, takes one value as large as the pool (the blocks a PUT's
+ * replacement would reuse at once wait apart, and merge only when an
+ * allocation finds nothing else).
+ */
+static void test_kv_freed_blocks_merge_again(void **state)
+{
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_server_stats st;
+	uint8_t *in = malloc(1 << 20), *out = malloc(1 << 20);
+	uint64_t len = 0;
+	int stored = 0;
+	char key[16];
+
+	(void)state;
+	kvs_open(&k, 1 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	val_fill(in, 4096, 1, 1);
+	for (rdmx_status rc = RDMX_OK; rc == RDMX_OK; stored++) {
+		snprintf(key, sizeof(key), "k%d", stored);
+		rc = rdmx_kv_put(kc, key, strlen(key), in, 4096);
+		assert_true(rc == RDMX_OK || rc == RDMX_ERR_NOMEM);
+	}
+	assert_int_equal(--stored, 256); /* 1 MiB in 4 KiB blocks */
+	for (int i = 0; i < stored; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(rdmx_kv_del(kc, key, strlen(key)), RDMX_OK);
+	}
+	val_fill(in, 1 << 20, 2, 1);
+	assert_int_equal(rdmx_kv_put(kc, "whole", 5, in, 1 << 20), RDMX_OK);
+	assert_int_equal(rdmx_kv_get(kc, "whole", 5, out, 1 << 20, &len),
+			 RDMX_OK);
+	assert_int_equal(len, 1 << 20);
+	assert_true(val_check(out, len, 2, 1));
+	rdmx_kv_server_stats(k.srv, &st);
+	assert_int_equal(st.keys, 1);
+	assert_int_equal(st.bytes_used, 1 << 20);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+	free(in);
+	free(out);
 }
 
 static void test_kv_pool_full_evicts_lru(void **state)
@@ -813,6 +874,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_put_pulled_where_mapped),
 		cmocka_unit_test(test_kv_room_too_small_says_size),
 		cmocka_unit_test(test_kv_pool_full_says_out_of_memory),
+		cmocka_unit_test(test_kv_freed_blocks_merge_again),
 		cmocka_unit_test(test_kv_pool_full_evicts_lru),
 		cmocka_unit_test(test_kv_32_clients_in_parallel),
 		cmocka_unit_test(test_kv_get_racing_put_never_torn),
