@@ -628,6 +628,15 @@ static rdmx_status kv_conn_recv_post(struct kv_client *cl,
 	return rdmx_post_recv(conn, &sg, 1, i);
 }
 
+/* The request a RECV completion brought: in the srq's buffers, or in
+ * the client's own where there is no srq. */
+static const uint8_t *kv_recv_msg(const struct kv_worker *w,
+				  const struct kv_client *cl,
+				  const struct rdmx_completion *wc)
+{
+	return (cl && cl->rbuf ? cl->rbuf : w->rbuf) + wc->wr_id * KV_MSG;
+}
+
 static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 {
 	struct kv_client *cl;
@@ -649,8 +658,7 @@ static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 		cl->conn = wc->conn;
 	if (cl && cl->rbuf) {
 		if (!cl->closed) {
-			kv_request(w, cl, cl->rbuf + wc->wr_id * KV_MSG,
-				   wc->byte_len);
+			kv_request(w, cl, kv_recv_msg(w, cl, wc), wc->byte_len);
 			if (!cl->closed)
 				kv_conn_recv_post(cl, cl->conn,
 						  (uint32_t)wc->wr_id);
@@ -658,8 +666,43 @@ static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 		return;
 	}
 	if (cl && !cl->closed)
-		kv_request(w, cl, w->rbuf + wc->wr_id * KV_MSG, wc->byte_len);
+		kv_request(w, cl, kv_recv_msg(w, cl, wc), wc->byte_len);
 	kv_recv_post(w, (uint32_t)wc->wr_id);
+}
+
+/*
+ * Before a batch is served: start loading what its requests' lookups
+ * will touch (kv_store_prefetch). Taken one by one, each GET of 4 KiB
+ * values over 10,000 keys waited for two misses in a row (bucket, item):
+ * kv_slot was 11-15% of the server's time.
+ */
+static void kv_prefetch(struct kv_worker *w, const struct rdmx_completion *wc,
+			int n)
+{
+	const uint8_t *keys[KV_PREFETCH];
+	uint16_t klens[KV_PREFETCH];
+	int m = 0;
+
+	for (int i = 0; i < n && m < KV_PREFETCH; i++) {
+		struct kv_client *cl;
+		const uint8_t *msg;
+
+		if (wc[i].opcode != RDMX_OP_RECV || wc[i].status != RDMX_OK ||
+		    wc[i].byte_len < KV_REQ_HDR)
+			continue;
+		cl = rdmx_conn_user_ctx(wc[i].conn);
+		if (!cl)
+			continue;
+		msg = kv_recv_msg(w, cl, &wc[i]);
+		klens[m] = (uint16_t)(msg[6] << 8 | msg[7]);
+		if (klens[m] <= wc[i].byte_len - KV_REQ_HDR)
+			keys[m++] = msg + KV_REQ_HDR;
+	}
+	if (m < 2) /* alone, it would wait for its misses all the same */
+		return;
+	kv_store_lock(w->srv->store);
+	kv_store_prefetch(w->srv->store, keys, klens, m);
+	kv_store_unlock(w->srv->store);
 }
 
 /*
@@ -682,6 +725,7 @@ static void *kv_worker_run(void *arg)
 	while (!atomic_load(&w->srv->stop)) {
 		int n = rdmx_poll(w->cq, wc, 32);
 
+		kv_prefetch(w, wc, n);
 		for (int i = 0; i < n; i++)
 			kv_completion(w, &wc[i]);
 		kv_flush(w);

@@ -233,6 +233,26 @@ static struct kv_item **kv_slot(struct kv_store *s, const void *key,
 	return pp;
 }
 
+void kv_store_prefetch(struct kv_store *s, const uint8_t *const *keys,
+		       const uint16_t *klens, int n)
+{
+	struct kv_item **b[KV_PREFETCH];
+
+	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
+		b[i] = &s->bucket[kv_hash(keys[i], klens[i]) &
+				  (s->nbuckets - 1)];
+		__builtin_prefetch(b[i]);
+	}
+	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
+		const struct kv_item *it = *b[i];
+
+		if (it) { /* its hash, and its key, which may cross a line */
+			__builtin_prefetch(&it->hash);
+			__builtin_prefetch(it->key + klens[i]);
+		}
+	}
+}
+
 static void kv_grow(struct kv_store *s)
 {
 	uint64_t n = s->nbuckets * 2;
