@@ -565,6 +565,18 @@ enum {
 	 * the WRITE is fenced. rdmx(7), ORDERING, has the rules.
 	 */
 	RDMX_WR_FENCE = 1 << 1,
+	/*
+	 * A WRITE, READ or atomic that need not keep its place behind the
+	 * work posted before it on the connection: it may be placed (or read)
+	 * at the target, and complete, before earlier SENDs, WRITEs and READs
+	 * are; work posted after it still comes after it. For memory no
+	 * earlier request touches, as a server's WRITE of each answer's value
+	 * into a room of its own. Over shm on mapped memory
+	 * (RDMX_CONN_MAPPED) it is then done at once, inside rdmx_post, even
+	 * while earlier work waits; elsewhere it keeps its place as without
+	 * the flag. Not on SEND or WRITE_IMM, nor with RDMX_WR_FENCE.
+	 */
+	RDMX_WR_UNORDERED = 1 << 2,
 };
 
 /*

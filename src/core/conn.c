@@ -316,7 +316,8 @@ static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 	bool atomic, into_local;
 	rdmx_status st;
 
-	if (wr->flags & ~(unsigned)(RDMX_WR_UNSIGNALED | RDMX_WR_FENCE)) {
+	if (wr->flags & ~(unsigned)(RDMX_WR_UNSIGNALED | RDMX_WR_FENCE |
+				    RDMX_WR_UNORDERED)) {
 		rdmx_error("post: unknown flags 0x%x", wr->flags);
 		return RDMX_ERR_INVALID;
 	}
@@ -324,6 +325,13 @@ static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 	if (!cap) {
 		rdmx_error("post: opcode %d is not an initiator operation",
 			   wr->opcode);
+		return RDMX_ERR_INVALID;
+	}
+	if ((wr->flags & RDMX_WR_UNORDERED) &&
+	    (cap == RDMX_CAP_SEND || cap == RDMX_CAP_WRITE_IMM ||
+	     (wr->flags & RDMX_WR_FENCE))) {
+		rdmx_error("post: RDMX_WR_UNORDERED is for a WRITE, READ or "
+			   "atomic without RDMX_WR_FENCE");
 		return RDMX_ERR_INVALID;
 	}
 	if (!(conn->caps & cap))

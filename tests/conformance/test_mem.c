@@ -228,6 +228,100 @@ static void test_mem_conn_says_mapped(void **state)
 	pair_close(&p);
 }
 
+/* No completion on @cq for @ms milliseconds. */
+static void expect_none(struct rdmx_cq *cq, int ms)
+{
+	struct rdmx_completion wc;
+
+	for (double end = now_s() + ms / 1e3; now_s() < end;)
+		if (rdmx_poll(cq, &wc, 1))
+			fail_msg("wr_id %llu completed (%s) while it should "
+				 "wait",
+				 (unsigned long long)wc.wr_id,
+				 rdmx_strerror(wc.status));
+}
+
+/*
+ * RDMX_WR_UNORDERED: behind a SEND that waits (the target has posted no
+ * RECV), a WRITE with it is done at once where the connection maps the
+ * target's memory (completed inside rdmx_post, its bytes there), while a
+ * plain WRITE after it waits its turn. Elsewhere it keeps its place: all
+ * three complete in order once the RECV is posted. On SEND, and with
+ * RDMX_WR_FENCE, it is refused.
+ */
+static void test_mem_unordered_write_passes_waiting_send(void **state)
+{
+	struct pair p;
+	struct buf dst, src, msg, rbuf;
+	struct rdmx_remote rem;
+	struct rdmx_sge s, r;
+	struct rdmx_completion wc;
+	struct rdmx_wr wr;
+	bool mapped;
+
+	(void)state;
+	pair_open(&p);
+	mapped = conn_has(p.cconn, RDMX_CONN_MAPPED);
+	buf_alloc_from(&p.s, &dst, PAGE, all_access, true);
+	buf_alloc(&p.c, &src, PAGE, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.c, &msg, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&p.s, &rbuf, 64, RDMX_ACCESS_LOCAL_WRITE);
+	memset(dst.p, 0, PAGE);
+	buf_fill(&src, SEED);
+	rem = share_remote(&p, &dst);
+
+	s = sge_of(&msg, 0, 64);
+	wr = (struct rdmx_wr){ .opcode = RDMX_OP_SEND,
+			       .sg_list = &s,
+			       .num_sge = 1,
+			       .flags = RDMX_WR_UNORDERED };
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_ERR_INVALID);
+	wr.flags = 0;
+	wr.wr_id = 1;
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	s = sge_of(&src, 0, PAGE / 2);
+	wr = (struct rdmx_wr){ .wr_id = 2,
+			       .opcode = RDMX_OP_WRITE,
+			       .sg_list = &s,
+			       .num_sge = 1,
+			       .remote_addr = rem.addr,
+			       .rkey = rem.rkey,
+			       .flags = RDMX_WR_UNORDERED | RDMX_WR_FENCE };
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_ERR_INVALID);
+	wr.flags = RDMX_WR_UNORDERED;
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	if (mapped) { /* done inside rdmx_post: no waiting, no timing */
+		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 1);
+		assert_int_equal(wc.wr_id, 2);
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_pattern(dst.p, PAGE / 2, SEED, 0);
+	}
+	s = sge_of(&src, PAGE / 2, PAGE / 2);
+	wr.wr_id = 3;
+	wr.flags = 0;
+	wr.remote_addr = rem.addr + PAGE / 2;
+	assert_int_equal(rdmx_post(p.cconn, &wr), RDMX_OK);
+	expect_none(p.c.cq, 50); /* the SEND waits, and the rest behind */
+	assert_int_equal(dst.p[PAGE / 2], 0);
+
+	r = sge_of(&rbuf, 0, 64);
+	assert_int_equal(rdmx_post_recv(p.sconn, &r, 1, 9), RDMX_OK);
+	expect_wc(p.s.cq, RDMX_OK, RDMX_OP_RECV);
+	for (uint64_t id = 1; id <= 3; id++) {
+		if (mapped && id == 2)
+			continue;
+		wc = expect_wc(p.c.cq, RDMX_OK,
+			       id == 1 ? RDMX_OP_SEND : RDMX_OP_WRITE);
+		assert_int_equal(wc.wr_id, id);
+	}
+	assert_pattern(dst.p, PAGE, SEED, 0);
+	buf_free(&dst);
+	buf_free(&src);
+	buf_free(&msg);
+	buf_free(&rbuf);
+	pair_close(&p);
+}
+
 struct hammer {
 	struct pair *p;
 	struct buf *src;
@@ -315,6 +409,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mem_alloc_errors),
 		cmocka_unit_test(test_mem_one_sided_without_target_cpu),
 		cmocka_unit_test(test_mem_conn_says_mapped),
+		cmocka_unit_test(test_mem_unordered_write_passes_waiting_send),
 		cmocka_unit_test(test_mem_dereg_stops_writes),
 	};
 

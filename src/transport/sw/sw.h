@@ -63,7 +63,8 @@ struct rdmx_sw_pipe {
 	 * granted us a mapping of it: data moved and results placed, true.
 	 * False: send it as usual (the target then checks and answers it).
 	 * Called only while nothing of the connection's is posted or in
-	 * flight, so the request stays in order.
+	 * flight, so the request stays in order, or for one that need not
+	 * (RDMX_WR_UNORDERED).
 	 */
 	bool (*direct)(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 		       uint64_t total);

@@ -479,16 +479,19 @@ static void rdmx_sw_op_fill(struct rdmx_sw_op *op, const struct rdmx_wr *wr,
 
 /*
  * A one-sided request the pipe can do itself on the peer's memory: only
- * while nothing of ours is posted or in flight (it would overtake it).
+ * while nothing of ours is posted or in flight (it would overtake it),
+ * unless it may (RDMX_WR_UNORDERED).
  */
 static bool rdmx_sw_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 			   uint64_t total)
 {
 	const struct rdmx_sw_pipe *pipe = c->tctx->tp->pipe;
 
-	if (!pipe->direct || c->sq.head || c->inflight.head || !total ||
-	    wr->opcode == RDMX_OP_SEND || wr->opcode == RDMX_OP_WRITE_IMM ||
-	    !pipe->direct(c, wr, total))
+	if (!pipe->direct ||
+	    (!(wr->flags & RDMX_WR_UNORDERED) &&
+	     (c->sq.head || c->inflight.head)) ||
+	    !total || wr->opcode == RDMX_OP_SEND ||
+	    wr->opcode == RDMX_OP_WRITE_IMM || !pipe->direct(c, wr, total))
 		return false;
 	c->outstanding++;
 	rdmx_sw_done(c, wr->wr_id, wr->opcode, wr->flags & RDMX_WR_UNSIGNALED,
