@@ -472,7 +472,9 @@ static void kv_do_get(struct kv_worker *w, struct kv_work *op,
 		.num_sge = 1,
 		.remote_addr = cl->buf.addr + r->a,
 		.rkey = cl->buf.rkey,
-		.flags = RDMX_WR_UNSIGNALED,
+		/* Into the room of this GET alone: over shm it is done at
+		 * once, even behind answers the client has not taken yet. */
+		.flags = RDMX_WR_UNSIGNALED | RDMX_WR_UNORDERED,
 	};
 
 	kv_answer_after(w, op, KV_OK, it->vlen, it->vlen ? &wr : NULL);
@@ -507,11 +509,18 @@ static void kv_do_put(struct kv_worker *w, struct kv_work *op,
 	}
 	struct rdmx_sge sg = { w->srv->pool + it->off, (uint32_t)vlen,
 			       w->srv->pool_mr };
+	/* Of this PUT's value alone, which no answer before it touches. */
+	struct rdmx_wr wr = { .wr_id = (uintptr_t)op,
+			      .opcode = RDMX_OP_READ,
+			      .sg_list = &sg,
+			      .num_sge = 1,
+			      .remote_addr = cl->buf.addr + r->a,
+			      .rkey = cl->buf.rkey,
+			      .flags = RDMX_WR_UNORDERED };
 
 	op->kind = KV_PUT_READ;
 	op->item = it;
-	if (rdmx_post_read(cl->conn, &sg, cl->buf.addr + r->a, cl->buf.rkey,
-			   (uintptr_t)op) != RDMX_OK) {
+	if (rdmx_post(cl->conn, &wr) != RDMX_OK) {
 		kv_store_lock(s);
 		kv_abandon(s, it);
 		kv_store_unlock(s);
