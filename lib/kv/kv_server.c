@@ -694,18 +694,15 @@ static void kv_prefetch(struct kv_worker *w, const struct rdmx_completion *wc,
 
 	for (int i = 0; i < n && m < KV_PREFETCH; i++) {
 		struct kv_client *cl;
-		const uint8_t *msg;
+		struct kv_req r;
 
 		if (wc[i].opcode != RDMX_OP_RECV || wc[i].status != RDMX_OK ||
-		    wc[i].byte_len < KV_REQ_HDR)
+		    !(cl = rdmx_conn_user_ctx(wc[i].conn)) ||
+		    !kv_req_decode(kv_recv_msg(w, cl, &wc[i]), wc[i].byte_len,
+				   &r))
 			continue;
-		cl = rdmx_conn_user_ctx(wc[i].conn);
-		if (!cl)
-			continue;
-		msg = kv_recv_msg(w, cl, &wc[i]);
-		klens[m] = (uint16_t)(msg[6] << 8 | msg[7]);
-		if (klens[m] <= wc[i].byte_len - KV_REQ_HDR)
-			keys[m++] = msg + KV_REQ_HDR;
+		keys[m] = r.key;
+		klens[m++] = r.key_len;
 	}
 	if (m < 2) /* alone, it would wait for its misses all the same */
 		return;

@@ -64,6 +64,23 @@ rdmx_status page_link_post(struct page_link *l, enum rdmx_opcode op,
  * none: their WRITEs complete once placed.
  */
 rdmx_status page_link_post_settle(struct page_link *l, uint64_t wr_id);
+/* A transfer for page_link_post_wait: page_link_post's, or with @settle
+ * page_link_post_settle's (op and the offsets unused). */
+struct page_xfer {
+	bool settle;
+	enum rdmx_opcode op;
+	uint64_t wr_id;
+	size_t stage_off;
+	uint64_t off;
+	uint32_t len;
+};
+/*
+ * Post @x. While the send queue is full and something is in flight,
+ * @room(@arg) takes completions, which make room, and the post is tried
+ * again; a status of @room's other than RDMX_OK ends it.
+ */
+rdmx_status page_link_post_wait(struct page_link *l, const struct page_xfer *x,
+				rdmx_status (*room)(void *arg), void *arg);
 /* Take up to @max completions without blocking (rdmx_poll). */
 int page_link_poll(struct page_link *l, struct rdmx_completion *wc, int max);
 /*

@@ -264,6 +264,23 @@ rdmx_status page_link_post_settle(struct page_link *l, uint64_t wr_id)
 	return st;
 }
 
+rdmx_status page_link_post_wait(struct page_link *l, const struct page_xfer *x,
+				rdmx_status (*room)(void *arg), void *arg)
+{
+	for (;;) {
+		rdmx_status st = x->settle ? page_link_post_settle(l, x->wr_id)
+					   : page_link_post(l, x->op, x->wr_id,
+							    x->stage_off,
+							    x->off, x->len);
+
+		if (st != RDMX_ERR_AGAIN || l->outstanding <= 0)
+			return st;
+		st = room(arg);
+		if (st != RDMX_OK)
+			return st;
+	}
+}
+
 int page_link_poll(struct page_link *l, struct rdmx_completion *wc, int max)
 {
 	struct page_local_wc *q = (struct page_local_wc *)l->msg;

@@ -266,27 +266,18 @@ static rdmx_status page_link_drain(struct page_link *l, double deadline)
 	return l->dead != RDMX_OK ? l->dead : first;
 }
 
-/*
- * Post a page's transfer, or with @settle the READ that says the WRITEs
- * before it are placed. A send queue shorter than the depth is waited out:
- * what is in flight completes, then the post is tried again.
- */
-static rdmx_status page_map_post(struct page_link *l, bool settle,
-				 enum rdmx_opcode op, uint64_t id,
-				 size_t stage_off, uint64_t off,
-				 double deadline)
-{
-	for (;;) {
-		rdmx_status st = settle ? page_link_post_settle(l, id)
-					: page_link_post(l, op, id, stage_off,
-							 off, PAGE_SIZE_BYTES);
+struct page_drain {
+	struct page_link *l;
+	double deadline;
+};
 
-		if (st != RDMX_ERR_AGAIN || l->outstanding <= 0)
-			return st;
-		st = page_link_drain(l, deadline);
-		if (st != RDMX_OK)
-			return st;
-	}
+/* page_link_post_wait's room: a send queue shorter than the depth is
+ * waited out, all in flight completing. */
+static rdmx_status page_drain_room(void *arg)
+{
+	struct page_drain *d = arg;
+
+	return page_link_drain(d->l, d->deadline);
 }
 
 /* Move @n pages through the stage, depth at a time, READ or WRITE. */
@@ -307,7 +298,8 @@ static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 	pthread_mutex_lock(&map->lock);
 	for (size_t at = 0; at < n && st == RDMX_OK; at += depth) {
 		size_t k = n - at < depth ? n - at : depth;
-		double deadline = page_map_now_ms() + map->attr.timeout_ms;
+		struct page_drain drain = { l, page_map_now_ms() +
+						       map->attr.timeout_ms };
 
 		for (size_t j = 0; j < k && st == RDMX_OK; j++) {
 			size_t so = j * PAGE_SIZE_BYTES;
@@ -315,15 +307,24 @@ static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 			if (op == RDMX_OP_WRITE)
 				memcpy(l->stage + so, bufs[at + j],
 				       PAGE_SIZE_BYTES);
-			st = page_map_post(l, false, op, at + j, so,
-					   index[at + j] * PAGE_SIZE_BYTES,
-					   deadline);
+			st = page_link_post_wait(
+				l,
+				&(struct page_xfer){ .op = op,
+						     .wr_id = at + j,
+						     .stage_off = so,
+						     .off = index[at + j] *
+							    PAGE_SIZE_BYTES,
+						     .len = PAGE_SIZE_BYTES },
+				page_drain_room, &drain);
 		}
 		/* Stored means at the server, for every client to see. */
 		if (st == RDMX_OK && op == RDMX_OP_WRITE && l->settles)
-			st = page_map_post(l, true, op, UINT64_MAX, 0, 0,
-					   deadline);
-		rdmx_status done = page_link_drain(l, deadline);
+			st = page_link_post_wait(
+				l,
+				&(struct page_xfer){ .settle = true,
+						     .wr_id = UINT64_MAX },
+				page_drain_room, &drain);
+		rdmx_status done = page_link_drain(l, drain.deadline);
 
 		if (st == RDMX_OK)
 			st = done;

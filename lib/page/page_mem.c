@@ -237,33 +237,29 @@ static int page_chunk_wait_any(struct page_mem *m)
 
 static bool page_poll(struct page_mem *m);
 
-/*
- * Post a transfer (page_link_post), or with @settle the READ that says
- * the WRITEs before it are placed (page_link_post_settle). While the send
- * queue is full, take completions, which make room, and try again. Any
- * other refusal loses the link, and the log says it (a connection that
- * ended, say); a link lost meanwhile answers its status.
- */
-static rdmx_status page_post(struct page_mem *m, bool settle,
-			     enum rdmx_opcode op, uint64_t id, size_t stage_off,
-			     uint64_t off, uint32_t len)
+/* page_link_post_wait's room: completions taken, the link's state. */
+static rdmx_status page_room(void *arg)
 {
-	for (;;) {
-		rdmx_status st = settle ? page_link_post_settle(&m->link, id)
-					: page_link_post(&m->link, op, id,
-							 stage_off, off, len);
+	struct page_mem *m = arg;
 
-		if (st == RDMX_OK)
-			return st;
-		if (st != RDMX_ERR_AGAIN || m->link.dead != RDMX_OK) {
-			if (m->link.dead == RDMX_OK)
-				page_link_fail(&m->link, st,
-					       "a transfer could not be "
-					       "posted");
-			return m->link.dead;
-		}
-		page_poll(m);
-	}
+	page_poll(m);
+	return m->link.dead;
+}
+
+/*
+ * Post @x, a full send queue waited out (page_link_post_wait). Any other
+ * refusal loses the link, and the log says it (a connection that ended,
+ * say); a link lost meanwhile answers its status.
+ */
+static rdmx_status page_post(struct page_mem *m, const struct page_xfer *x)
+{
+	rdmx_status st = page_link_post_wait(&m->link, x, page_room, m);
+
+	if (st == RDMX_OK)
+		return st;
+	if (m->link.dead == RDMX_OK)
+		page_link_fail(&m->link, st, "a transfer could not be posted");
+	return m->link.dead;
 }
 
 /* Write-back chunk @c has nothing in flight any more. */
@@ -295,18 +291,25 @@ static void wb_post(struct page_mem *m, int c)
 	for (uint32_t j = 0; j < ch->n; j++) {
 		uint64_t id = (uint64_t)c << 32 | j;
 
-		st = page_post(m, false, RDMX_OP_WRITE, id,
-			       (size_t)(chunk_stage(m, c) - m->link.stage) +
-				       j * PAGE_SIZE_BYTES,
-			       ch->pages[j] * PAGE_SIZE_BYTES, PAGE_SIZE_BYTES);
+		st = page_post(m,
+			       &(struct page_xfer){
+				       .op = RDMX_OP_WRITE,
+				       .wr_id = id,
+				       .stage_off = (size_t)(chunk_stage(m, c) -
+							     m->link.stage) +
+						    j * PAGE_SIZE_BYTES,
+				       .off = ch->pages[j] * PAGE_SIZE_BYTES,
+				       .len = PAGE_SIZE_BYTES });
 		if (st == RDMX_OK)
 			ch->pending++;
 		else if (!m->link.settles)
 			wb_done_page(m, ch->pages[j], false);
 	}
 	if (m->link.settles &&
-	    page_post(m, true, RDMX_OP_READ, (uint64_t)c << 32 | PAGE_SETTLE_J,
-		      0, 0, 0) == RDMX_OK)
+	    page_post(m, &(struct page_xfer){ .settle = true,
+					      .wr_id = (uint64_t)c << 32 |
+						       PAGE_SETTLE_J }) ==
+		    RDMX_OK)
 		ch->pending++;
 	if (--ch->pending == 0)
 		wb_chunk_done(m, c);
@@ -451,9 +454,13 @@ static void page_fetch_run(struct page_mem *m, uint64_t p, uint32_t max,
 	STAT_ADD(m, fetches, 1);
 	STAT_ADD(m, pages_fetched, n);
 	STAT_ADD(m, readahead, tid ? n - 1 : n);
-	st = page_post(m, false, RDMX_OP_READ, (uint64_t)c << 32,
-		       (size_t)(chunk_stage(m, c) - m->link.stage),
-		       p * PAGE_SIZE_BYTES, n * PAGE_SIZE_BYTES);
+	st = page_post(m, &(struct page_xfer){
+				  .op = RDMX_OP_READ,
+				  .wr_id = (uint64_t)c << 32,
+				  .stage_off = (size_t)(chunk_stage(m, c) -
+							m->link.stage),
+				  .off = p * PAGE_SIZE_BYTES,
+				  .len = n * PAGE_SIZE_BYTES });
 	if (st != RDMX_OK)
 		fetch_done(m, c, RDMX_ERR_CONN_LOST);
 }

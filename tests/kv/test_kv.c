@@ -133,16 +133,23 @@ static uint64_t reads(struct rdmx_ctx *ctx)
 	return st.ops_out[RDMX_OP_READ];
 }
 
+/* shm's index in rdmx_stats' per-transport arrays. */
+static int shm_index(void)
+{
+	int i = 0;
+
+	while (strcmp(rdmx_transport_name(i), "shm"))
+		i++;
+	return i;
+}
+
 /* The server's clients came over shm (whatever the suite was told). */
 static bool clients_on_shm(struct rdmx_ctx *ctx)
 {
 	struct rdmx_stats st;
 
 	rdmx_ctx_stats(ctx, &st);
-	for (int i = 0; i < RDMX_STATS_TRANSPORTS; i++)
-		if (st.conns_open[i] && !strcmp(rdmx_transport_name(i), "shm"))
-			return true;
-	return false;
+	return st.conns_open[shm_index()] != 0;
 }
 
 /*
@@ -594,10 +601,8 @@ static void test_kv_async_pipeline(void **state)
 	 */
 	if (clients_on_shm(k.s.ctx)) {
 		struct rdmx_stats st;
-		int shm = 0;
+		int shm = shm_index();
 
-		while (strcmp(rdmx_transport_name(shm), "shm"))
-			shm++;
 		rdmx_ctx_stats(c.ctx, &st);
 		assert_int_equal(st.served_ops[shm][RDMX_OP_READ], 0);
 		assert_int_equal(st.served_ops[shm][RDMX_OP_WRITE], 0);

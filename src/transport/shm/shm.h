@@ -82,8 +82,9 @@ void rdmx_shm_map_join(struct rdmx_shm_pipe *p);
 /* Off the list, the peer's blocks unmapped: the pipe goes. */
 void rdmx_shm_map_leave(struct rdmx_shm_pipe *p);
 /*
- * Map the peer's grant table now, at connect, once: true when one-sided
- * requests on the memory it grants can be done here (RDMX_CONN_MAPPED).
+ * Map the peer's grant table, once, at connect: true when one-sided
+ * requests on the memory it grants can be done here (RDMX_CONN_MAPPED);
+ * false, logged once, and direct_off for good when not.
  */
 bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p);
 /* The pipe's direct op (struct rdmx_sw_pipe). */
