@@ -112,6 +112,19 @@ enum {
 	RDMX_KV_ATTR_BUFFER_BYTES = 1 << 0,
 	RDMX_KV_ATTR_TIMEOUT_MS = 1 << 1,
 	RDMX_KV_ATTR_GET_ROOM = 1 << 2,
+	RDMX_KV_ATTR_FLAGS = 1 << 3,
+};
+
+/* rdmx_kv_attr.flags */
+enum {
+	/*
+	 * Every request waits for rdmx_kv_flush, a poll or a synchronous
+	 * call, the one posted when none is in flight too: a caller that
+	 * posts in batches and flushes each sends it whole (its first
+	 * request would otherwise leave alone: over tcp, one more system
+	 * call on each side per batch).
+	 */
+	RDMX_KV_FLUSH_EXPLICIT = 1 << 0,
 };
 
 struct rdmx_kv_attr {
@@ -120,6 +133,7 @@ struct rdmx_kv_attr {
 	uint32_t timeout_ms; /* connect, and each synchronous call (5000) */
 	/* Room a GET reserves when the caller names none (1 MiB). */
 	uint64_t get_room;
+	uint64_t flags; /* RDMX_KV_FLUSH_EXPLICIT (none) */
 };
 
 /*
@@ -175,8 +189,9 @@ rdmx_status rdmx_kv_del(struct rdmx_kv_client *c, const void *key, size_t klen);
  * the caller's memory is free at once. Returns RDMX_ERR_AGAIN when the
  * pipe or the buffer is full: poll, then retry.
  *
- * A request posted when none is in flight leaves at once; those posted
- * while others are in flight wait for rdmx_kv_flush or the next poll (or
+ * A request posted when none is in flight leaves at once (unless the
+ * client was connected with RDMX_KV_FLUSH_EXPLICIT); those posted while
+ * others are in flight wait for rdmx_kv_flush or the next poll (or
  * synchronous call), and leave together: one frame train, as pipelining
  * clients of Redis send theirs (a caller with requests in flight polls
  * for them anyway). Call rdmx_kv_flush after posting a batch.

@@ -339,7 +339,9 @@ static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 				       .num_sge = 1 };
 	s->busy = true;
 	c->busy++;
-	if (c->busy == 1) /* alone in flight: every one before was taken */
+	/* Alone in flight (every one before was taken): it goes now,
+	 * unless the caller flushes its batches itself. */
+	if (c->busy == 1 && !(c->attr.flags & RDMX_KV_FLUSH_EXPLICIT))
 		kv_flush(c);
 	return RDMX_OK;
 }
@@ -631,6 +633,7 @@ static void kv_attr_resolve(struct rdmx_kv_client *c,
 							    : 5000;
 	c->attr.get_room = mask & RDMX_KV_ATTR_GET_ROOM ? attr->get_room
 							: 1ull << 20;
+	c->attr.flags = mask & RDMX_KV_ATTR_FLAGS ? attr->flags : 0;
 }
 
 rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
@@ -658,6 +661,14 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 	if (c->buf_len < KV_ALIGN || !c->attr.timeout_ms || !c->attr.get_room) {
 		kv_log(RDMX_LOG_ERROR, "the buffer is at least 64 bytes, the "
 				       "timeout and the GET room above 0");
+		free(c);
+		return RDMX_ERR_INVALID;
+	}
+	if (c->attr.flags & ~(uint64_t)RDMX_KV_FLUSH_EXPLICIT) {
+		kv_log(RDMX_LOG_ERROR,
+		       "unknown flags 0x%llx (RDMX_KV_FLUSH_EXPLICIT is 0x%x)",
+		       (unsigned long long)c->attr.flags,
+		       RDMX_KV_FLUSH_EXPLICIT);
 		free(c);
 		return RDMX_ERR_INVALID;
 	}

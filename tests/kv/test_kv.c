@@ -701,14 +701,17 @@ static void test_kv_batches_leave_and_return_whole(void **state)
 	int port = harness_free_port();
 	pid_t pid = spawn("kv_server_child", port, 0);
 	struct side c;
-	struct rdmx_kv_client *kc;
+	struct rdmx_kv_client *kc, *kc2;
+	struct rdmx_kv_attr attr = { 0 };
 	struct rdmx_kv_result res[16];
 	uint64_t before;
+	char addr[80];
 	int n;
 
 	(void)state;
 	side_open(&c);
 	kc = child_client(&c, port);
+	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
 	assert_int_equal(rdmx_kv_put(kc, "k", 1, "v", 1), RDMX_OK);
 	kill(pid, SIGSTOP);
 	assert_int_equal(waitpid(pid, &n, WUNTRACED), pid); /* stopped */
@@ -744,6 +747,33 @@ static void test_kv_batches_leave_and_return_whole(void **state)
 		assert_int_equal(res[i].value.len, 1);
 		rdmx_kv_release(kc, &res[i].value);
 	}
+	/*
+	 * A client that flushes its batches itself: its first request
+	 * waits too, for the flush. Flags it does not know are refused.
+	 */
+	attr.mask = RDMX_KV_ATTR_FLAGS;
+	attr.flags = 1ull << 40;
+	assert_int_equal(rdmx_kv_connect(c.ctx, addr, &attr, &kc2),
+			 RDMX_ERR_INVALID);
+	attr.flags = RDMX_KV_FLUSH_EXPLICIT;
+	assert_int_equal(rdmx_kv_connect(c.ctx, addr, &attr, &kc2), RDMX_OK);
+	before = sends(c.ctx, false);
+	assert_int_equal(rdmx_kv_post_get(kc2, "k", 1, 64, 100), RDMX_OK);
+	assert_int_equal(rdmx_kv_post_get(kc2, "k", 1, 64, 101), RDMX_OK);
+	assert_int_equal(sends(c.ctx, false), before);
+	rdmx_kv_flush(kc2);
+	assert_int_equal(sends(c.ctx, false), before + 2);
+	for (unsigned seen = 0; seen != 3;) {
+		n = rdmx_kv_poll(kc2, res, 16, T_TIMEOUT_MS);
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(res[i].status, RDMX_OK);
+			assert_true(res[i].tag == 100 || res[i].tag == 101);
+			seen |= 1u << (res[i].tag - 100);
+			rdmx_kv_release(kc2, &res[i].value);
+		}
+	}
+	rdmx_kv_close(kc2);
 	rdmx_kv_close(kc);
 	side_close(&c);
 	kill(pid, SIGKILL);
