@@ -22,6 +22,9 @@ struct kvb_opts {
 	const char *addr, *config;
 	uint64_t ops, value_size, clients, keys, get_pct, pipeline;
 	bool json, no_load;
+	/* Post the pipeline's requests P at a time, the next P once all are
+	 * answered (redis-benchmark -P's way), not one per answer. */
+	bool batch;
 	uint64_t threads; /* that serve the clients; 0: min(clients, cores) */
 };
 
@@ -118,6 +121,8 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 	const struct kvb_opts *o = t->o;
 	char key[32];
 
+	if (o->batch && k->posted != k->done)
+		return RDMX_OK; /* the batch is still out */
 	while (k->posted < k->share && k->posted - k->done < o->pipeline) {
 		uint64_t n = kvb_rnd(&k->rng) % o->keys,
 			 slot = k->posted % kvb_slots(o);
@@ -129,9 +134,8 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 			kvb_fill(val, o->value_size, n, ++k->ver);
 		/*
 		 * The clock starts before the post, as redis-benchmark's does
-		 * before its write: a request that is the first since a look
-		 * at the cq leaves inside the post (over tcp, the sendmsg and
-		 * the loopback's delivery, 2-3 us here).
+		 * before its write: the batch leaves at the flush below (over
+		 * tcp, the sendmsg and the loopback's delivery, 2-3 us here).
 		 */
 		k->start[slot] = cli_now_us();
 		st = get ? rdmx_kv_post_get(k->c, key, strlen(key),
@@ -189,10 +193,13 @@ static void *kvb_run(void *arg)
 	struct kvb_thread *t = arg;
 	const struct kvb_opts *o = t->o;
 	uint64_t nk = 0, total = 0;
-	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
-				   .buffer_bytes = o->value_size * 2 *
-							   (o->pipeline + 1) +
-						   (1 << 20) };
+	/* kvb_post flushes what it posts: each batch leaves whole. */
+	struct rdmx_kv_attr ka = {
+		.mask = RDMX_KV_ATTR_BUFFER_BYTES | RDMX_KV_ATTR_FLAGS,
+		.buffer_bytes =
+			o->value_size * 2 * (o->pipeline + 1) + (1 << 20),
+		.flags = RDMX_KV_FLUSH_EXPLICIT
+	};
 	struct kvb_client *k = calloc(o->clients, sizeof(*k));
 	uint8_t *val = malloc(o->value_size ? o->value_size : 1);
 	bool busy = true;
@@ -351,10 +358,11 @@ static int kvb_main(const struct kvb_opts *o)
 		printf("{\"addr\":\"%s\",\"clients\":%" PRIu64
 		       ",\"pipeline\":%" PRIu64 ",\"value_size\":%" PRIu64
 		       ",\"keys\":%" PRIu64 ",\"get_pct\":%" PRIu64
-		       ",\"threads\":%" PRIu64
+		       ",\"threads\":%" PRIu64 ",\"batch\":%s"
 		       ",\"seconds\":%.3f,\"ops_per_s\":%.0f,\"wait\":\"spin\",",
 		       o->addr, o->clients, o->pipeline, o->value_size, o->keys,
-		       o->get_pct, o->threads, secs, (n[0] + n[1]) / secs);
+		       o->get_pct, o->threads, o->batch ? "true" : "false",
+		       secs, (n[0] + n[1]) / secs);
 		kvb_report_op("get", all[0], n[0], secs, o->value_size, true,
 			      true);
 		kvb_report_op("put", all[1], n[1], secs, o->value_size, true,
@@ -364,11 +372,12 @@ static int kvb_main(const struct kvb_opts *o)
 		       n[0], bad, failed, missing);
 	} else {
 		printf("rdmx kv bench: %s, %" PRIu64
-		       " clients x pipeline %" PRIu64 ", %" PRIu64
+		       " clients x pipeline %" PRIu64 "%s, %" PRIu64
 		       " B values, %" PRIu64 " keys, %" PRIu64
 		       "%% GET; %.0f ops/s in %.2f s (%" PRIu64
 		       " threads spin over the clients)\n",
-		       o->addr, o->clients, o->pipeline, o->value_size, o->keys,
+		       o->addr, o->clients, o->pipeline,
+		       o->batch ? " (batches)" : "", o->value_size, o->keys,
 		       o->get_pct, (n[0] + n[1]) / secs, secs, o->threads);
 		printf("%-4s %10s %10s %9s %8s %8s %8s %8s %9s\n", "op", "ops",
 		       "ops/s", "MB/s", "min us", "p50", "p99", "p99.9", "max");
@@ -400,7 +409,10 @@ static void kvb_usage(FILE *f)
 		"  -k, --keys K         key space, loaded first (default 10000)\n"
 		"  -g, --get-ratio PCT  share of GETs, the rest PUTs (default 90)\n"
 		"  -P, --pipeline P     requests in flight per client (default 1,\n"
-		"                       at most 64)\n"
+		"                       at most 64), one posted per answer\n"
+		"      --batch          post the pipeline's P requests together\n"
+		"                       and the next P once all are answered, as\n"
+		"                       redis-benchmark -P does\n"
 		"      --no-load        do not store the keys first\n"
 		"  -T, --threads N      threads that serve the clients in turn,\n"
 		"                       spinning (default half the cores)\n"
@@ -423,6 +435,7 @@ int cli_kv_bench(int argc, char **argv)
 		{ "transport", required_argument, NULL, 3 },
 		{ "threads", required_argument, NULL, 'T' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "batch", no_argument, NULL, 4 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -468,6 +481,9 @@ int cli_kv_bench(int argc, char **argv)
 		case 3:
 			if (!cli_transport_option("kv", optarg))
 				return 1;
+			break;
+		case 4:
+			o.batch = true;
 			break;
 		case 'T':
 			v = &o.threads, name = "--threads";
