@@ -8,7 +8,10 @@
  * of 1 MiB over 16 slots spent ~8 ms of a 1000-WRITE run in them, 23
  * against 37 GB/s at 300 WRITEs.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -71,10 +74,89 @@ static void test_peer_maps_populated(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Resident kB of the mapping of the server's block (@len bytes) other
+ * than the server's own (at @own): the client's; -1 when there is none.
+ */
+static long peer_map_rss(const void *own, size_t len)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool theirs = false;
+	long rss = -1, kb;
+	uintptr_t lo, hi;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			theirs = strstr(line, "rdmx-mem") &&
+				 lo != (uintptr_t)own && hi - lo == len;
+		else if (theirs && sscanf(line, "Rss: %ld kB", &kb) == 1)
+			rss = kb;
+	}
+	fclose(f);
+	return rss;
+}
+
+/*
+ * One WRITE of 8 bytes into a block of the server's that the client
+ * should not fill its tables for: @sparse, whose pages are gone (as a
+ * hostile peer's sealed memfd may be, of any size: filling allocated them
+ * in the client, all of them), or larger than RDMX_SHM_POPULATE_MAX
+ * (filling held the client's thread ~0.05 ms a MiB). The WRITE is still
+ * done directly, and lands.
+ */
+static void write_into_unfilled(size_t len, bool sparse)
+{
+	struct pair p;
+	struct buf dst, src;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	long rss;
+
+	setenv("RDMX_TRANSPORT", "shm", 1);
+	pair_open(&p);
+	buf_alloc_from(&p.s, &dst, len,
+		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
+		       true);
+	buf_alloc_from(&p.c, &src, 4096, 0, true);
+	memset(src.p, 0x5a, 8);
+	if (sparse)
+		assert_int_equal(madvise(dst.p, len, MADV_REMOVE), 0);
+	rem = share_remote(&p, &dst);
+	sg = sge_of(&src, 0, 8);
+	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+	assert_memory_equal(dst.p, src.p, 8);
+	rss = peer_map_rss(dst.p, len);
+	print_message("%zu kB block%s: the client's mapping holds %ld kB\n",
+		      len >> 10, sparse ? ", sparse" : "", rss);
+	assert_true(rss >= 0 && rss <= 64);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+static void test_sparse_block_not_filled(void **state)
+{
+	(void)state;
+	write_into_unfilled(4u << 20, true);
+}
+
+static void test_large_block_not_filled(void **state)
+{
+	(void)state;
+	write_into_unfilled(32u << 20, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_peer_maps_populated),
+		cmocka_unit_test(test_sparse_block_not_filled),
+		cmocka_unit_test(test_large_block_not_filled),
 		cmocka_unit_test(test_mem_resident_from_alloc),
 	};
 

@@ -10,6 +10,8 @@
 #include "sw.h"
 
 #define RDMX_SHM_MAPS 8 /* blocks of the peer's mapped at a time */
+/* A peer's block larger than this is mapped without filling its tables. */
+#define RDMX_SHM_POPULATE_MAX (16ull << 20)
 
 /* One connection's pipe: the ring we read and the one we write. */
 struct rdmx_shm_pipe {

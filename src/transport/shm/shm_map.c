@@ -115,7 +115,8 @@ static int rdmx_shm_take_fd(struct rdmx_shm_pipe *p, int fd)
 
 /* Is @fd a memfd sealed against shrinking, of inode @ino, @min bytes or
  * more? Its size in *size_p. */
-static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min, uint64_t *size_p)
+static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min, uint64_t *size_p,
+			   bool *whole_p)
 {
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -124,6 +125,8 @@ static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min, uint64_t *size_p)
 	    (uint64_t)st.st_ino != ino || (uint64_t)st.st_size < min)
 		return false;
 	*size_p = (uint64_t)st.st_size;
+	/* Every page of it allocated (st_blocks: 512-byte units). */
+	*whole_p = (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
 	return true;
 }
 
@@ -142,6 +145,7 @@ bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p)
 {
 	int32_t pfd = p->tx->grants_fd;
 	uint64_t size;
+	bool whole;
 	void *m;
 	int fd;
 
@@ -154,7 +158,8 @@ bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p)
 							"permitted (ptrace "
 							"rules)"
 						      : "pidfd_getfd failed");
-	if (!rdmx_shm_fd_is(fd, p->tx->grants_ino, sizeof(*p->grants), &size)) {
+	if (!rdmx_shm_fd_is(fd, p->tx->grants_ino, sizeof(*p->grants), &size,
+			    &whole)) {
 		close(fd);
 		return rdmx_shm_direct_off(p, "its grant table is not one");
 	}
@@ -177,8 +182,9 @@ static uint8_t *rdmx_shm_block(struct rdmx_shm_pipe *p,
 {
 	struct rdmx_shm_map *m;
 	uint64_t size;
+	bool whole;
 	void *base;
-	int fd;
+	int fd, flags = MAP_SHARED;
 
 	if (v->off + v->length < v->off)
 		return NULL;
@@ -191,14 +197,22 @@ static uint8_t *rdmx_shm_block(struct rdmx_shm_pipe *p,
 	fd = rdmx_shm_take_fd(p, v->fd);
 	if (fd < 0)
 		return NULL; /* freed meanwhile */
-	if (!rdmx_shm_fd_is(fd, v->ino, v->off + v->length, &size)) {
+	if (!rdmx_shm_fd_is(fd, v->ino, v->off + v->length, &size, &whole)) {
 		close(fd);
 		return NULL;
 	}
-	/* Its pages are there (rdmx_mem_alloc): fill our tables at once, not a
-	 * fault per page in the requests to come. */
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_POPULATE, fd, 0);
+	/*
+	 * Its pages are there (rdmx_mem_alloc): fill our tables at once, not a
+	 * fault per page in the requests to come. Not where pages are missing:
+	 * filling would allocate them here, as much as the peer's sealed size
+	 * says (a hostile one's sparse terabyte). Nor past
+	 * RDMX_SHM_POPULATE_MAX: the caller's thread stops ~0.05 ms a MiB, and
+	 * with it every peer it serves (an rdmx kv client's 64 MiB buffer
+	 * held a server's worker ~4 ms at its first request).
+	 */
+	if (whole && size <= RDMX_SHM_POPULATE_MAX)
+		flags |= MAP_POPULATE;
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, fd, 0);
 	close(fd);
 	if (base == MAP_FAILED)
 		return NULL;
