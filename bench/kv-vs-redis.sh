@@ -14,7 +14,10 @@
 # 4 KiB values, GET and SET, 1 and 32 clients, pipeline 1 and 16, one key
 # space of 10,000 keys, written before the first GET. ops/s, p50 and p99
 # of a request (post to answer; redis-benchmark's latency), and ratios to
-# Redis's row. redis-benchmark and
+# Redis's row. redis-benchmark -P and rdmx kv bench --batch pipeline
+# alike: a client sends its P requests together and the next P once all
+# are answered (without --batch the bench posts one per answer; the tcp
+# floor refills what each read answers). redis-benchmark and
 # Redis block between requests; rdmx kv bench's threads (half the cores,
 # one here) spin, each serving its clients in turn as redis-benchmark's
 # one thread serves its own: the "waits" column says which (a cross-core
@@ -73,7 +76,7 @@ kb() { # transport op clients pipeline
 	local ratio=100 key=get
 	[ "$2" = set ] && ratio=0 key=put
 	"$RDMX" kv bench "127.0.0.1:$kport" --transport "$1" -n "$N" -s 4096 \
-		-k "$KEYS" -C "$3" -P "$4" -g "$ratio" --json 2>/dev/null |
+		-k "$KEYS" -C "$3" -P "$4" -g "$ratio" --batch --json 2>/dev/null |
 		sed -n "s/.*\"wait\":\"\([a-z]*\)\".*\"$key\":{[^}]*\"ops_per_s\":\([0-9.]*\),[^}]*\"p50_us\":\([0-9.]*\),\"p99_us\":\([0-9.]*\).*/\2 \3 \4 \1/p"
 }
 
