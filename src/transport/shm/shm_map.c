@@ -114,7 +114,8 @@ static int rdmx_shm_take_fd(struct rdmx_shm_pipe *p, int fd)
 }
 
 /* Is @fd a memfd sealed against shrinking, of inode @ino, @min bytes or
- * more? Its size in *size_p. */
+ * more? Its size in *size_p; in *whole_p (unless NULL), whether every page
+ * of it is allocated. */
 static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min, uint64_t *size_p,
 			   bool *whole_p)
 {
@@ -125,8 +126,8 @@ static bool rdmx_shm_fd_is(int fd, uint64_t ino, uint64_t min, uint64_t *size_p,
 	    (uint64_t)st.st_ino != ino || (uint64_t)st.st_size < min)
 		return false;
 	*size_p = (uint64_t)st.st_size;
-	/* Every page of it allocated (st_blocks: 512-byte units). */
-	*whole_p = (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
+	if (whole_p) /* st_blocks: 512-byte units */
+		*whole_p = (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
 	return true;
 }
 
@@ -145,7 +146,6 @@ bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p)
 {
 	int32_t pfd = p->tx->grants_fd;
 	uint64_t size;
-	bool whole;
 	void *m;
 	int fd;
 
@@ -159,7 +159,7 @@ bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p)
 							"rules)"
 						      : "pidfd_getfd failed");
 	if (!rdmx_shm_fd_is(fd, p->tx->grants_ino, sizeof(*p->grants), &size,
-			    &whole)) {
+			    NULL)) {
 		close(fd);
 		return rdmx_shm_direct_off(p, "its grant table is not one");
 	}
