@@ -685,7 +685,7 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 	 * from it, itself: this process's CPU takes no part. */
 	st = rdmx_mem_alloc(ctx, c->buf_len, 0, &buf);
 	c->buf = buf;
-	c->msgs = aligned_alloc(KV_ALIGN, msgs);
+	c->msgs = kv_msgs_alloc(KV_ALIGN, msgs);
 	if (!st && (!c->free || !c->msgs))
 		st = RDMX_ERR_NOMEM;
 	if (st)

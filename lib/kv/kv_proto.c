@@ -1,8 +1,18 @@
 // SPDX-License-Identifier: MIT
 /* The KV store's messages (kv_proto.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kv_proto.h"
+
+void *kv_msgs_alloc(size_t align, size_t len)
+{
+	void *p = aligned_alloc(align, (len + align - 1) / align * align);
+
+	if (p)
+		memset(p, 0, len);
+	return p;
+}
 
 static void put64(uint8_t *p, uint64_t v)
 {

@@ -777,7 +777,7 @@ static rdmx_status kv_worker_open(struct rdmx_kv_server *srv,
 	}
 	if (st)
 		return st;
-	w->rbuf = aligned_alloc(64, (size_t)KV_RECVS * KV_MSG);
+	w->rbuf = kv_msgs_alloc(64, (size_t)KV_RECVS * KV_MSG);
 	if (!w->rbuf)
 		return RDMX_ERR_NOMEM;
 	st = rdmx_mr_reg(srv->ctx, w->rbuf, (size_t)KV_RECVS * KV_MSG,
@@ -846,7 +846,7 @@ static struct kv_client *kv_client_new(struct rdmx_kv_server *srv,
 
 	if (!cl || !own_recvs)
 		return cl;
-	cl->rbuf = aligned_alloc(64, len);
+	cl->rbuf = kv_msgs_alloc(64, len);
 	if (!cl->rbuf || rdmx_mr_reg(srv->ctx, cl->rbuf, len,
 				     RDMX_ACCESS_LOCAL_WRITE, &cl->rmr)) {
 		free(cl->rbuf);
