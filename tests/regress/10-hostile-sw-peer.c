@@ -729,72 +729,6 @@ static void test_list_leaves_in_one_sendmsg(void **state)
 }
 
 /*
- * A peer of a shared receive queue that keeps more requests in flight
- * than it holds credits gets its level raised, though the credits its
- * requests spent come back to it as they are taken: it SENDs on its one
- * credit and ASKs for one more for the request behind it in the same
- * write, having seen every grant so far. The one given back goes to that
- * request; without a grant on top, every batch of a pipelining client
- * asked again and its last requests waited a round trip (rdmx kv over
- * tcp, 32 clients sending 16 at a time: one ASK per batch, three
- * sendmsg per batch instead of one). The same ASK again, sent before the
- * grant could reach the peer, is not counted twice.
- */
-static void test_srq_ask_raises_the_level(void **state)
-{
-	struct rig r;
-	struct rdmx_srq_attr sa = { .mask = RDMX_SRQ_ATTR_MAX_WR, .max_wr = 8 };
-	struct rdmx_sw_hdr send = { .type = RDMX_SW_SEND, .length = 8 }, ask = {
-		.type = RDMX_SW_CREDIT, .op = RDMX_SW_CREDIT_ASK, .arg0 = 1
-	};
-	uint8_t buf[64], frames[2 * RDMX_SW_HDR_LEN + 8];
-	struct rdmx_sw_conn *c;
-	struct rdmx_completion wc;
-	struct rdmx_mr *mr;
-	struct rdmx_sge s;
-	size_t n;
-
-	(void)state;
-	rig_start(&r, NULL, NULL);
-	assert_int_equal(rdmx_ctx_transport(r.ctx, RDMX_TRANSPORT_TCP, &r.tcp),
-			 RDMX_OK);
-	sa.cq = r.cq;
-	assert_int_equal(rdmx_srq_create(r.ctx, &sa, &r.srq), RDMX_OK);
-	assert_int_equal(rdmx_mr_reg(r.ctx, buf, sizeof(buf),
-				     RDMX_ACCESS_LOCAL_WRITE, &mr),
-			 RDMX_OK);
-	s = (struct rdmx_sge){ buf, sizeof(buf), mr };
-	for (int i = 0; i < 8; i++)
-		assert_int_equal(rdmx_srq_post_recv(r.srq, &s, 1, (uint64_t)i),
-				 RDMX_OK);
-	rig_connect(&r);
-	c = to_sw_conn(r.conn);
-	peer_hello(&r, 16);
-	drive(&r);
-	assert_int_equal(c->srq_held, 1); /* the standing credit */
-	ask.arg1 = c->granted_total; /* it saw every grant */
-	n = rdmx_sw_hdr_pack(&send, frames);
-	memset(frames + n, 0x5a, 8);
-	n += 8;
-	n += rdmx_sw_hdr_pack(&ask, frames + n);
-	peer_write(&r, frames, n);
-	drive(&r);
-	assert_int_equal(rdmx_poll(r.cq, &wc, 1), 1);
-	assert_int_equal(wc.status, RDMX_OK);
-	/* The one given back, and one more for the request that waits. */
-	assert_int_equal(c->srq_want, 0);
-	assert_int_equal(c->srq_held, 2);
-	/* Asked again before that grant could have arrived: nothing more. */
-	peer_frame(&r, &ask, NULL, 0);
-	drive(&r);
-	assert_int_equal(c->srq_want, 0);
-	assert_int_equal(c->srq_held, 2);
-	assert_int_equal(rdmx_conn_check(r.conn), RDMX_OK);
-	assert_int_equal(rdmx_mr_dereg(mr), RDMX_OK);
-	rig_close(&r);
-}
-
-/*
  * Atomics only a crafted peer can send: one at an address that is not
  * 8-byte aligned is refused (the API refuses to post one) and counted
  * under that reason; a good one is served and counted as served.
@@ -912,7 +846,6 @@ int main(void)
 		cmocka_unit_test(test_ring_read_answered_by_reference),
 		cmocka_unit_test(test_byref_read_answered_with_bytes),
 		cmocka_unit_test(test_srq_ask_is_capped),
-		cmocka_unit_test(test_srq_ask_raises_the_level),
 		cmocka_unit_test(test_list_leaves_in_one_sendmsg),
 		cmocka_unit_test(test_misaligned_atomic_refused_and_counted),
 		cmocka_unit_test(test_byref_fault_refused_and_counted),

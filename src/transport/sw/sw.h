@@ -327,8 +327,6 @@ struct rdmx_sw_conn {
 	uint32_t srq_held; /* credits the peer holds, as far as we know */
 	uint32_t srq_want; /* credits it waits for */
 	uint32_t srq_pending; /* granted, not yet in a frame */
-	uint64_t srq_granted; /* every credit granted it, all told */
-	uint64_t srq_demand_mark; /* srq_granted at its last grant on demand */
 	bool srq_revoke; /* a REVOKE is due */
 	bool srq_revoking; /* one is out: no grants until the RETURN */
 	bool srq_kick; /* has a frame to send: kick after unlocking */

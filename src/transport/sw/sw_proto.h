@@ -50,11 +50,8 @@
  * a CREDIT with op SHARED; from then on the sender, when a request waits
  * for a credit, ASKs (arg0: requests waiting for one; arg1: the credits it
  * has received so far, so the receiver can subtract grants still on the
- * way; it gives a credit back as each request takes its RECV, and a peer
- * that asks once it has seen every grant made on its asking needs more
- * than those: the receiver subtracts none). The receiver may REVOKE the
- * credits a peer holds and does not use; the peer answers RETURN (arg0:
- * how many it gives back, maybe 0).
+ * way). The receiver may REVOKE the credits a peer holds and does not use;
+ * the peer answers RETURN (arg0: how many it gives back, maybe 0).
  *
  * Each side's first frame is a CREDIT with op LIMIT: arg0 is how many
  * requests the peer may have outstanding at it (conn.max_peer_requests),

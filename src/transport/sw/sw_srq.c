@@ -58,7 +58,6 @@ static void rdmx_sw_srq_grant(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l,
 {
 	rdmx_sw_srq_tally(s, l, -1);
 	l->srq_pending++;
-	l->srq_granted++;
 	l->srq_held++;
 	rdmx_sw_srq_tally(s, l, 1);
 	s->reserved++;
@@ -90,7 +89,6 @@ static bool rdmx_sw_srq_serve_demand(struct rdmx_sw_srq *s)
 			if (l->srq_want && !l->srq_revoking &&
 			    rdmx_sw_srq_spare(s)) {
 				rdmx_sw_srq_grant(s, l, true);
-				l->srq_demand_mark = l->srq_granted;
 				rdmx_sw_srq_tally(s, l, -1);
 				l->srq_want--;
 				rdmx_sw_srq_tally(s, l, 1);
@@ -289,22 +287,11 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 	if (h->op == RDMX_SW_CREDIT_ASK) {
 		/*
 		 * Grants the peer had not seen when it asked, and those
-		 * decided but not sent, go to its waiting requests: counting
-		 * them twice would leave a want that no request has, and a
-		 * peer that wants is never revoked from. But once it has seen
-		 * every grant made on its demand, those on the way are its
-		 * own credits given back as its requests were taken
-		 * (rdmx_sw_srq_take): they keep it at the level it had, and
-		 * its waiting requests say that level is too low. Netted out,
-		 * they kept an rdmx kv client sending 16 requests at a time
-		 * at 14 credits for good: every batch asked, and its last
-		 * two requests waited for the first answers' credits.
+		 * decided but not sent: counting either twice would leave a
+		 * want that no request has, and a peer that wants is never
+		 * revoked from.
 		 */
-		if (h->arg1 >= c->srq_demand_mark)
-			on_way = 0;
-		else
-			on_way = c->granted_total - h->arg1 + c->grant +
-				 c->srq_pending;
+		on_way = c->granted_total - h->arg1 + c->grant + c->srq_pending;
 		rdmx_sw_srq_tally(s, c, -1);
 		c->srq_want = h->arg0 > on_way ? (uint32_t)(h->arg0 - on_way)
 					       : 0;
