@@ -134,23 +134,19 @@ static uint64_t reads(struct rdmx_ctx *ctx)
 	return st.ops_out[RDMX_OP_READ];
 }
 
-/* Transport @name's index in rdmx_stats' per-transport arrays. */
-static int stats_index(const char *name)
+/* Transport @tp's (RDMX_TP_*) index in rdmx_stats' per-transport arrays. */
+static int stats_index(unsigned tp)
 {
-	int i = 0;
-
-	while (strcmp(rdmx_transport_name(i), name))
-		i++;
-	return i;
+	return __builtin_ctz(tp);
 }
 
-/* @ctx's connections went over @name (whatever the suite was told). */
-static bool conns_on(struct rdmx_ctx *ctx, const char *name)
+/* @ctx's connections went over @tp (whatever the suite was told). */
+static bool conns_on(struct rdmx_ctx *ctx, unsigned tp)
 {
 	struct rdmx_stats st;
 
 	rdmx_ctx_stats(ctx, &st);
-	return st.conns_open[stats_index(name)] != 0;
+	return st.conns_open[stats_index(tp)] != 0;
 }
 
 /*
@@ -180,7 +176,7 @@ static void test_kv_put_pulled_where_mapped(void **state)
 	kvs_open(&k, 16 << 20);
 	side_open(&c);
 	kc = client(&c, k.addr, 1 << 20);
-	mapped = conns_on(k.s.ctx, "shm");
+	mapped = conns_on(k.s.ctx, RDMX_TP_SHM);
 	for (size_t i = 0; i < sizeof(puts) / sizeof(puts[0]); i++) {
 		uint64_t before = reads(k.s.ctx), len = 0;
 		bool pulled = mapped ? puts[i].pulled_mapped : puts[i].pulled;
@@ -600,9 +596,9 @@ static void test_kv_async_pipeline(void **state)
 	 * it each waited behind the answers before it and went through the
 	 * ring).
 	 */
-	if (conns_on(k.s.ctx, "shm")) {
+	if (conns_on(k.s.ctx, RDMX_TP_SHM)) {
 		struct rdmx_stats st;
-		int shm = stats_index("shm");
+		int shm = stats_index(RDMX_TP_SHM);
 
 		rdmx_ctx_stats(c.ctx, &st);
 		assert_int_equal(st.served_ops[shm][RDMX_OP_READ], 0);
@@ -678,7 +674,7 @@ static void test_kv_first_posts_touch_no_new_page(void **state)
 	print_message("16 GETs posted: %ld faults\n", faults);
 #ifndef HARNESS_SANITIZED /* shadow memory faults of its own */
 	/* verbs: the provider's queues fault on their first use */
-	if (!conns_on(c.ctx, "verbs"))
+	if (!conns_on(c.ctx, RDMX_TP_VERBS))
 		assert_true(faults < 8);
 #endif
 	while (got < 16) {
