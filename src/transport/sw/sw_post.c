@@ -249,12 +249,17 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 		rdmx_sw_q_push(&c->inflight, op);
 		c->inflight_n++;
 		c->inflight_reads += rdmx_sw_op_reads(op);
+		c->inflight_needy += op->needs_credit;
 		rdmx_sw_tx_append(c, op);
 	}
-	/* A peer that grants from a shared pool must hear that we wait. */
+	/*
+	 * A peer that grants from a shared pool must hear that we wait, and
+	 * how many of ours it holds: all of them is the level we keep.
+	 */
 	if (c->sq.head && c->peer_shared && c->sq_needy > c->asked) {
 		struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
 					 .op = RDMX_SW_CREDIT_ASK,
+					 .seq = c->inflight_needy,
 					 .arg0 = c->sq_needy,
 					 .arg1 = c->credits_got };
 

@@ -50,7 +50,10 @@
  * a CREDIT with op SHARED; from then on the sender, when a request waits
  * for a credit, ASKs (arg0: requests waiting for one; arg1: the credits it
  * has received so far, so the receiver can subtract grants still on the
- * way). The receiver may REVOKE the credits a peer holds and does not use;
+ * way; seq: its requests in flight that spent one, so the receiver can
+ * keep it at the level it sends at, in flight and waiting together; 0
+ * from senders before that field). The receiver may REVOKE the credits a
+ * peer holds and does not use;
  * the peer answers RETURN (arg0: how many it gives back, maybe 0).
  *
  * Each side's first frame is a CREDIT with op LIMIT: arg0 is how many
