@@ -41,6 +41,13 @@ struct kvb_thread {
 	pthread_t t;
 	double *lat[2]; /* GET, PUT: µs per request */
 	uint64_t n[2], bad, failed, missing;
+	/*
+	 * Its requests none of its clients has posted yet: whichever client
+	 * is ready posts the next, as redis-benchmark's clients share its
+	 * -n. With a share each, a client that fell behind (a slow start)
+	 * ended the run alone, with less in flight.
+	 */
+	uint64_t left;
 	rdmx_status st;
 };
 
@@ -104,7 +111,7 @@ static uint64_t kvb_rnd(uint64_t *s)
 /* One client: a connection and its pipeline of requests. */
 struct kvb_client {
 	struct rdmx_kv_client *c;
-	uint64_t share, posted, done, rng, ver;
+	uint64_t posted, done, rng, ver;
 	double *start; /* per tag slot */
 	uint64_t *keyof;
 };
@@ -123,7 +130,7 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 
 	if (o->batch && k->posted != k->done)
 		return RDMX_OK; /* the batch is still out */
-	while (k->posted < k->share && k->posted - k->done < o->pipeline) {
+	while (t->left && k->posted - k->done < o->pipeline) {
 		uint64_t n = kvb_rnd(&k->rng) % o->keys,
 			 slot = k->posted % kvb_slots(o);
 		bool get = kvb_rnd(&k->rng) % 100 < o->get_pct;
@@ -148,6 +155,7 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 			return st;
 		k->keyof[slot] = n;
 		k->posted++;
+		t->left--;
 	}
 	rdmx_kv_flush(k->c); /* the batch leaves together */
 	return RDMX_OK;
@@ -192,7 +200,7 @@ static void *kvb_run(void *arg)
 {
 	struct kvb_thread *t = arg;
 	const struct kvb_opts *o = t->o;
-	uint64_t nk = 0, total = 0;
+	uint64_t nk = 0;
 	/* kvb_post flushes what it posts: each batch leaves whole. */
 	struct rdmx_kv_attr ka = {
 		.mask = RDMX_KV_ATTR_BUFFER_BYTES | RDMX_KV_ATTR_FLAGS,
@@ -206,22 +214,21 @@ static void *kvb_run(void *arg)
 
 	for (uint64_t i = (uint64_t)t->id; i < o->clients && k;
 	     i += t->nthreads, nk++) {
-		k[nk].share = o->ops / o->clients + (i < o->ops % o->clients);
+		t->left += o->ops / o->clients + (i < o->ops % o->clients);
 		k[nk].rng = 0x9e3779b97f4a7c15ull * (i + 1);
 		k[nk].ver = i << 40;
 		k[nk].start = calloc(kvb_slots(o), sizeof(double));
 		k[nk].keyof = calloc(kvb_slots(o), sizeof(uint64_t));
-		total += k[nk].share;
 		if (!t->st)
 			t->st = rdmx_kv_connect(t->ctx, o->addr, &ka, &k[nk].c);
 	}
-	t->lat[0] = malloc(total * sizeof(double) + 8);
-	t->lat[1] = malloc(total * sizeof(double) + 8);
+	t->lat[0] = malloc(t->left * sizeof(double) + 8);
+	t->lat[1] = malloc(t->left * sizeof(double) + 8);
 	pthread_barrier_wait(t->connected);
 	while (!t->st && busy && !cli_stop) {
 		busy = false;
 		for (uint64_t j = 0; j < nk && !t->st; j++) {
-			if (k[j].done == k[j].share)
+			if (!t->left && k[j].done == k[j].posted)
 				continue;
 			busy = true;
 			t->st = kvb_take(t, &k[j]);
