@@ -261,7 +261,6 @@ struct rdmx_sw_conn {
 	uint32_t unsignaled_held;
 	uint32_t inflight_n; /* in inflight */
 	uint32_t inflight_reads; /* of them, READs and atomics (fences) */
-	uint32_t inflight_needy; /* of them, those that spent a credit */
 	uint32_t peer_limit; /* requests the peer lets us have at it (LIMIT) */
 	uint32_t peer_credits; /* RECVs the peer posted that we may consume */
 	uint64_t credits_got; /* all credits ever received */

@@ -326,7 +326,6 @@ void rdmx_sw_conn_fail(struct rdmx_sw_conn *c, rdmx_status st)
 	c->unsignaled_held = 0;
 	c->inflight_n = 0;
 	c->inflight_reads = 0;
-	c->inflight_needy = 0;
 	while ((op = c->tx_head)) {
 		c->tx_head = op->tx_next;
 		op->in_tx = false;

@@ -164,7 +164,6 @@ static void rdmx_sw_retire(struct rdmx_sw_conn *c, rdmx_status st)
 		c->inflight.tail = NULL;
 	c->inflight_n--;
 	c->inflight_reads -= rdmx_sw_op_reads(op);
-	c->inflight_needy -= op->needs_credit;
 	rdmx_sw_done(c, op->wr_id, op->opcode, op->unsignaled, st, op->len);
 	op->in_q = false;
 	rdmx_sw_op_drop(c, op);

@@ -262,12 +262,6 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 	return r;
 }
 
-/* A count from a peer, at most what any peer can have. */
-static uint64_t rdmx_sw_srq_clamp(uint64_t n)
-{
-	return n < RDMX_SW_MAX_CREDITS ? n : RDMX_SW_MAX_CREDITS;
-}
-
 /* @want, less what would take @c past conn.max_peer_requests held. */
 static uint64_t rdmx_sw_srq_cap(const struct rdmx_sw_conn *c, uint64_t want)
 {
@@ -311,7 +305,8 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 		 * it in flight too; one that waits for its answers (seq 0,
 		 * as from senders before this field) keeps what it has.
 		 */
-		level = rdmx_sw_srq_clamp(h->seq) + rdmx_sw_srq_clamp(h->arg0);
+		/* Wrapped (a hostile sum), it is below arg0; capped below. */
+		level = h->seq + h->arg0;
 		if (level > c->srq_held && level - c->srq_held > want)
 			want = level - c->srq_held;
 		rdmx_sw_srq_tally(s, c, -1);
