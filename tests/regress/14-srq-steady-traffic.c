@@ -100,16 +100,19 @@ static void srv_close(struct srv *v)
 static void check_tallies(struct srv *v)
 {
 	struct rdmx_sw_srq *q = sw_srq(v);
-	uint32_t wanting = 0, bare = 0, links = 0;
+	uint32_t wanting = 0, bare = 0, revoking = 0, links = 0;
 
 	pthread_mutex_lock(&q->lock);
 	for (struct rdmx_sw_conn *l = q->links; l; l = l->srq_next, links++) {
 		wanting += l->srq_want != 0;
 		bare += !l->srq_held && !l->srq_revoking;
+		revoking += l->srq_revoking;
 	}
 	assert_int_equal(links, M);
+	assert_int_equal(q->nlinks, M);
 	assert_int_equal(q->wanting, wanting);
 	assert_int_equal(q->bare, bare);
+	assert_int_equal(q->revoking, revoking);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -218,25 +221,34 @@ static void keeps_credits(const char *transport)
 	srv_close(&v);
 }
 
+/* Links looked at per SEND over ROUNDS round trips on every connection,
+ * after WARM of them. */
+static double walks_per_send(struct srv *v)
+{
+	uint64_t visits;
+
+	for (int i = 0; i < WARM; i++)
+		round_trip(v);
+	pthread_mutex_lock(&sw_srq(v)->lock);
+	visits = sw_srq(v)->visits;
+	pthread_mutex_unlock(&sw_srq(v)->lock);
+	for (int i = 0; i < ROUNDS; i++)
+		round_trip(v);
+	pthread_mutex_lock(&sw_srq(v)->lock);
+	visits = sw_srq(v)->visits - visits;
+	pthread_mutex_unlock(&sw_srq(v)->lock);
+	return (double)visits / (ROUNDS * M);
+}
+
 static void steady(const char *transport)
 {
 	struct srv v;
-	uint64_t visits;
 	double per_send;
 
 	srv_open(&v, transport);
 	burst(&v, 120, false);
 	check_tallies(&v);
-	for (int i = 0; i < WARM; i++)
-		round_trip(&v);
-	pthread_mutex_lock(&sw_srq(&v)->lock);
-	visits = sw_srq(&v)->visits;
-	pthread_mutex_unlock(&sw_srq(&v)->lock);
-	for (int i = 0; i < ROUNDS; i++)
-		round_trip(&v);
-	pthread_mutex_lock(&sw_srq(&v)->lock);
-	per_send = (double)(sw_srq(&v)->visits - visits) / (ROUNDS * M);
-	pthread_mutex_unlock(&sw_srq(&v)->lock);
+	per_send = walks_per_send(&v);
 	print_message("%s, %d connections on one srq: %.1f links looked at "
 		      "per SEND\n",
 		      transport, M, per_send);
@@ -245,6 +257,60 @@ static void steady(const char *transport)
 	assert_true(per_send < 2);
 	check_tallies(&v);
 	check_recycled(&v);
+	srv_close(&v);
+}
+
+/*
+ * Connection 0 is granted every spare credit, as a grant gives them
+ * (rdmx_sw_srq_grant): a burst of its own that ended before it used them
+ * leaves it so. How many a burst leaves depends on how the server's takes
+ * and posts interleave with it: 1 to 97 after burst(120) here, and past
+ * 64 the others had nothing spare for good.
+ */
+static void hoard(struct srv *v)
+{
+	struct rdmx_sw_srq *q = sw_srq(v);
+	struct rdmx_sw_conn *l = to_sw_conn(v->sconn[0]);
+	uint32_t n;
+
+	pthread_mutex_lock(&q->lock);
+	assert_true(l->srq_held > 0); /* not bare: no tally changes */
+	n = q->count - q->reserved;
+	l->srq_held += n;
+	l->srq_pending += n;
+	q->reserved += n;
+	atomic_store(&l->srq_due, true);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/*
+ * A connection that holds most of the pool and no longer uses it gives it
+ * back once the others are left without a credit: before, each RECV taken
+ * from the others left them bare (nothing spare to give their credit
+ * back from), and each RECV posted walked the links to find them, until
+ * connection 0 happened to spend its hoard (per SEND: 25 links looked at,
+ * one time in three on this host, on tcp and shm).
+ */
+static void hoarded(const char *transport)
+{
+	struct srv v;
+	double per_send;
+	uint32_t held;
+
+	srv_open(&v, transport);
+	round_trip(&v);
+	hoard(&v);
+	check_tallies(&v);
+	per_send = walks_per_send(&v);
+	pthread_mutex_lock(&sw_srq(&v)->lock);
+	held = to_sw_conn(v.sconn[0])->srq_held;
+	pthread_mutex_unlock(&sw_srq(&v)->lock);
+	print_message("%s: %.1f links looked at per SEND after a hoard; the "
+		      "hoarder holds %u\n",
+		      transport, per_send, held);
+	assert_true(per_send < 2);
+	assert_true(held <= RECVS / M);
+	check_tallies(&v);
 	srv_close(&v);
 }
 
@@ -258,6 +324,18 @@ static void test_srq_steady_shm(void **state)
 {
 	(void)state;
 	steady("shm");
+}
+
+static void test_srq_hoard_reclaimed_tcp(void **state)
+{
+	(void)state;
+	hoarded("tcp");
+}
+
+static void test_srq_hoard_reclaimed_shm(void **state)
+{
+	(void)state;
+	hoarded("shm");
 }
 
 static void test_srq_pipeline_keeps_credits_tcp(void **state)
@@ -277,6 +355,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_srq_steady_tcp),
 		cmocka_unit_test(test_srq_steady_shm),
+		cmocka_unit_test(test_srq_hoard_reclaimed_tcp),
+		cmocka_unit_test(test_srq_hoard_reclaimed_shm),
 		cmocka_unit_test(test_srq_pipeline_keeps_credits_tcp),
 		cmocka_unit_test(test_srq_pipeline_keeps_credits_shm),
 	};

@@ -387,11 +387,13 @@ struct rdmx_sw_srq {
 	struct rdmx_sw_conn *links;
 	struct rdmx_sw_conn *cursor; /* where the next demand round starts */
 	/*
-	 * Of the links: those that want credits, and those that hold none
-	 * and are not being revoked from (rdmx_sw_srq_tally). With neither,
-	 * balancing has nothing to do and walks no link.
+	 * Of the links: those that want credits, those that hold none and
+	 * are not being revoked from, and those being revoked from
+	 * (rdmx_sw_srq_tally). With neither of the first two, balancing has
+	 * nothing to do and walks no link.
 	 */
-	uint32_t wanting, bare;
+	uint32_t wanting, bare, revoking;
+	uint32_t nlinks; /* how many links */
 	uint64_t visits; /* links balancing and kicks looked at (tests) */
 	struct rdmx_sw_cache recvs; /* spent RECVs, up to the srq's max_wr */
 	struct rdmx_sw_srq *all_next; /* in the process's list of srqs */

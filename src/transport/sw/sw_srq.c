@@ -10,7 +10,10 @@
  *   2. if some still wait and nothing is spare, REVOKE from the peers that
  *      hold credits and ask for none (they RETURN what they did not use);
  *   3. else one standing credit to each peer that holds none, so a
- *      request/response peer never waits for an ASK round trip.
+ *      request/response peer never waits for an ASK round trip;
+ *   4. and when a peer is left with none because nothing is spare, REVOKE
+ *      from the one that holds the most past its share of the pool (a
+ *      burst's credits, kept while nobody asks), one at a time.
  * Decisions are made under the srq lock and only recorded in each
  * connection (srq_pending, srq_revoke); the connection sends them under its
  * own lock. A connection that is not the caller's is "kicked" after the
@@ -42,6 +45,7 @@ static void rdmx_sw_srq_tally(struct rdmx_sw_srq *s,
 {
 	s->wanting += (uint32_t)(sign * (l->srq_want != 0));
 	s->bare += (uint32_t)(sign * (!l->srq_held && !l->srq_revoking));
+	s->revoking += (uint32_t)(sign * l->srq_revoking);
 }
 
 static void rdmx_sw_srq_kick(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
@@ -65,6 +69,15 @@ static void rdmx_sw_srq_grant(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l,
 		rdmx_sw_srq_kick(s, l);
 	else
 		atomic_store_explicit(&l->srq_due, true, memory_order_relaxed);
+}
+
+/* Ask @l to give back the credits it holds and does not use. */
+static void rdmx_sw_srq_reclaim(struct rdmx_sw_srq *s, struct rdmx_sw_conn *l)
+{
+	rdmx_sw_srq_tally(s, l, -1);
+	l->srq_revoke = l->srq_revoking = true;
+	rdmx_sw_srq_tally(s, l, 1);
+	rdmx_sw_srq_kick(s, l);
 }
 
 /* The link after @l, wrapping around. */
@@ -111,12 +124,8 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 		/* Step 2: someone waits and nothing is spare. */
 		for (l = s->links; l; l = l->srq_next) {
 			s->visits++;
-			if (l->srq_held && !l->srq_want && !l->srq_revoking) {
-				rdmx_sw_srq_tally(s, l, -1);
-				l->srq_revoke = l->srq_revoking = true;
-				rdmx_sw_srq_tally(s, l, 1);
-				rdmx_sw_srq_kick(s, l);
-			}
+			if (l->srq_held && !l->srq_want && !l->srq_revoking)
+				rdmx_sw_srq_reclaim(s, l);
 		}
 	} else {
 		/* Step 3: a standing credit for each idle peer. */
@@ -127,6 +136,32 @@ static void rdmx_sw_srq_balance(struct rdmx_sw_srq *s)
 				rdmx_sw_srq_grant(s, l, true);
 		}
 	}
+}
+
+/*
+ * Step 4: a peer was left holding no credit because nothing is spare. If
+ * another holds more than its share of the RECVs posted, revoke from the
+ * one that holds the most: after a burst, a peer keeps the credits it was
+ * granted while nobody asks, and each RECV taken from the others then
+ * left them bare until it was posted again, every post walking the links
+ * to find them (regress/14-srq-steady-traffic). One revoke at a time: a
+ * pool that is short for everyone finds no such peer.
+ */
+static void rdmx_sw_srq_reclaim_hoard(struct rdmx_sw_srq *s)
+{
+	uint32_t share = s->count / s->nlinks;
+	struct rdmx_sw_conn *most = NULL;
+
+	if (s->revoking)
+		return;
+	for (struct rdmx_sw_conn *l = s->links; l; l = l->srq_next) {
+		s->visits++;
+		if (!l->srq_want && !l->srq_revoking && l->srq_held > share &&
+		    (!most || l->srq_held > most->srq_held))
+			most = l;
+	}
+	if (most)
+		rdmx_sw_srq_reclaim(s, most);
 }
 
 /*
@@ -183,6 +218,7 @@ void rdmx_sw_srq_attach(struct rdmx_sw_conn *c)
 	c->srq = s;
 	c->srq_next = s->links;
 	s->links = c;
+	s->nlinks++;
 	rdmx_sw_srq_tally(s, c, 1);
 	rdmx_sw_srq_balance(s);
 	c->srq_kick = false; /* sent below */
@@ -203,6 +239,7 @@ void rdmx_sw_srq_detach(struct rdmx_sw_conn *c)
 	for (pp = &s->links; *pp != c; pp = &(*pp)->srq_next)
 		;
 	*pp = c->srq_next;
+	s->nlinks--;
 	if (s->cursor == c)
 		s->cursor = NULL;
 	rdmx_sw_srq_tally(s, c, -1);
@@ -256,6 +293,8 @@ struct rdmx_sw_recv *rdmx_sw_srq_take(struct rdmx_sw_conn *c)
 		 */
 		if (!s->wanting && !c->srq_revoking && rdmx_sw_srq_spare(s))
 			rdmx_sw_srq_grant(s, c, false);
+		else if (!c->srq_held && !rdmx_sw_srq_spare(s))
+			rdmx_sw_srq_reclaim_hoard(s);
 		rdmx_sw_srq_balance(s);
 	}
 	pthread_mutex_unlock(&s->lock);
