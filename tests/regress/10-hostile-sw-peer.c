@@ -630,7 +630,8 @@ static void test_byref_read_answered_with_bytes(void **state)
 /*
  * A peer of a shared receive queue that ASKs for 2^32 - 1 credits wants no
  * more than the requests it may have outstanding here: it cannot hoard
- * the pool (a peer that wants is never revoked from).
+ * the pool (a peer that wants is never revoked from). Nor by saying it has
+ * 2^64 - 1 in flight besides 2^64 - 1 waiting (their sum wraps to 2^64 - 2).
  */
 static void test_srq_ask_is_capped(void **state)
 {
@@ -639,6 +640,10 @@ static void test_srq_ask_is_capped(void **state)
 	struct rdmx_sw_hdr ask = { .type = RDMX_SW_CREDIT,
 				   .op = RDMX_SW_CREDIT_ASK,
 				   .arg0 = UINT32_MAX };
+	struct rdmx_sw_hdr wraps = { .type = RDMX_SW_CREDIT,
+				     .op = RDMX_SW_CREDIT_ASK,
+				     .seq = UINT64_MAX,
+				     .arg0 = UINT64_MAX };
 	uint8_t buf[64];
 	struct rdmx_mr *mr;
 	struct rdmx_sge s;
@@ -661,6 +666,10 @@ static void test_srq_ask_is_capped(void **state)
 	rig_connect(&r);
 	peer_hello(&r, 16);
 	peer_frame(&r, &ask, NULL, 0);
+	drive(&r);
+	assert_true(to_sw_conn(r.conn)->srq_want <= 8);
+	assert_true(to_sw_conn(r.conn)->srq_held <= 8);
+	peer_frame(&r, &wraps, NULL, 0);
 	drive(&r);
 	assert_true(to_sw_conn(r.conn)->srq_want <= 8);
 	assert_true(to_sw_conn(r.conn)->srq_held <= 8);

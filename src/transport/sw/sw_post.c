@@ -222,6 +222,16 @@ void rdmx_sw_tx_progress(struct rdmx_sw_conn *c)
 	rdmx_sw_tx_progress_or_hold(c, false);
 }
 
+/* Requests in flight that spent a credit: counted only when we ASK. */
+static uint64_t rdmx_sw_inflight_needy(const struct rdmx_sw_conn *c)
+{
+	uint64_t n = 0;
+
+	for (const struct rdmx_sw_op *op = c->inflight.head; op; op = op->next)
+		n += op->needs_credit;
+	return n;
+}
+
 void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 {
 	struct rdmx_sw_op *op;
@@ -251,10 +261,14 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 		c->inflight_reads += rdmx_sw_op_reads(op);
 		rdmx_sw_tx_append(c, op);
 	}
-	/* A peer that grants from a shared pool must hear that we wait. */
+	/*
+	 * A peer that grants from a shared pool must hear that we wait, and
+	 * how many of ours it holds: all of them is the level we keep.
+	 */
 	if (c->sq.head && c->peer_shared && c->sq_needy > c->asked) {
 		struct rdmx_sw_hdr h = { .type = RDMX_SW_CREDIT,
 					 .op = RDMX_SW_CREDIT_ASK,
+					 .seq = rdmx_sw_inflight_needy(c),
 					 .arg0 = c->sq_needy,
 					 .arg1 = c->credits_got };
 

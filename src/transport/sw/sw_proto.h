@@ -20,7 +20,8 @@
  *    3  u8   flags          RDMX_SW_F_BYREF
  *    4  be32 credits        RECVs the sender posted since its last frame
  *    8  be64 seq            request sequence; answers echo it (an ACK:
- *                           the last request it covers)
+ *                           the last request it covers); a CREDIT ASK:
+ *                           the sender's requests in flight on credits
  *   ---- ACK, NAK: 16 bytes
  *   16  be32 length
  *   20  be32 (zero)
@@ -50,8 +51,11 @@
  * a CREDIT with op SHARED; from then on the sender, when a request waits
  * for a credit, ASKs (arg0: requests waiting for one; arg1: the credits it
  * has received so far, so the receiver can subtract grants still on the
- * way). The receiver may REVOKE the credits a peer holds and does not use;
- * the peer answers RETURN (arg0: how many it gives back, maybe 0).
+ * way; seq: its requests in flight that spent one, so the receiver can
+ * keep it at the level it sends at, in flight and waiting together; 0
+ * from senders before that field). The receiver may REVOKE the credits a
+ * peer holds and does not use; the peer answers RETURN (arg0: how many it
+ * gives back, maybe 0).
  *
  * Each side's first frame is a CREDIT with op LIMIT: arg0 is how many
  * requests the peer may have outstanding at it (conn.max_peer_requests),

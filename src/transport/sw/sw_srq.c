@@ -313,7 +313,7 @@ static uint64_t rdmx_sw_srq_cap(const struct rdmx_sw_conn *c, uint64_t want)
 void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 {
 	struct rdmx_sw_srq *s = c->srq;
-	uint64_t on_way;
+	uint64_t on_way, level, want;
 
 	if (!s) {
 		rdmx_error("%s connection to %s: credit %s for a connection "
@@ -331,15 +331,30 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 		 * revoked from.
 		 */
 		on_way = c->granted_total - h->arg1 + c->grant + c->srq_pending;
+		want = h->arg0 > on_way ? h->arg0 - on_way : 0;
+		/*
+		 * But a peer whose requests were all taken here before its
+		 * ASK, each giving its credit back (rdmx_sw_srq_take), had
+		 * them in flight with those waiting: it keeps that many at
+		 * once, and what it holds (srq_held, those given back
+		 * included) is short of that. Netted out, an rdmx kv client
+		 * sending 16 at a time held 15 for good, and the last of
+		 * every batch waited for a credit given back. A peer that
+		 * sends its next request before its last is answered has
+		 * it in flight too; one that waits for its answers (seq 0,
+		 * as from senders before this field) keeps what it has.
+		 */
+		/* Wrapped (a hostile sum), it is below arg0; capped below. */
+		level = h->seq + h->arg0;
+		if (level > c->srq_held && level - c->srq_held > want)
+			want = level - c->srq_held;
 		rdmx_sw_srq_tally(s, c, -1);
-		c->srq_want = h->arg0 > on_way ? (uint32_t)(h->arg0 - on_way)
-					       : 0;
 		/*
 		 * Credits past the requests it may have outstanding here are
 		 * of no use to an honest peer: a want beyond them would only
 		 * hoard the pool (a peer that wants is never revoked from).
 		 */
-		c->srq_want = (uint32_t)rdmx_sw_srq_cap(c, c->srq_want);
+		c->srq_want = (uint32_t)rdmx_sw_srq_cap(c, want);
 		rdmx_sw_srq_tally(s, c, 1);
 	} else if (h->arg0 > c->srq_held - c->srq_pending) {
 		pthread_mutex_unlock(&s->lock);
