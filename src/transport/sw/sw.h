@@ -151,6 +151,7 @@ struct rdmx_sw_ctx {
 	struct rdmx_sw_conn **slots;
 	uint32_t *gens;
 	uint32_t nslots;
+	uint32_t ready_from; /* the slot rdmx_sw_poll_ready looks at first */
 };
 
 /* A frame to transmit: a request (kept until answered) or an answer. */
