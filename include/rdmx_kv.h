@@ -96,6 +96,10 @@ struct rdmx_kv_server_stats {
 	uint64_t gets, hits, puts, dels, refused_nomem, evicted;
 	uint64_t clients_open, clients_total;
 	uint64_t aof_records; /* replayed and appended */
+	/* RECVs the workers have posted for requests: 1024 each, and 1024
+	 * more for every 32 clients past the first 32 of a worker (fewer
+	 * again as their clients leave and the RECVs come back). */
+	uint64_t request_buffers;
 };
 void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 			  struct rdmx_kv_server_stats *stats_p);

@@ -25,8 +25,17 @@
  * all their buffers cycle through the cache: with 2048 (16 MiB) one shm
  * client's SETs went from 195-247 k/s to 178-205 k and their p99 from
  * 6-9 to 15-17 us. 1024 (8 MiB) keeps those as with 512.
+ * So a worker starts with 1024 and adds 1024 more (a chunk) while it has
+ * fewer than KV_RECVS_PER_CLIENT for each of its clients: 64 clients
+ * keeping 16 each in flight held all of 1024, and over tcp they did
+ * 173-190 k GETs/s against 371-406 k with 2048. When clients leave, the
+ * last chunk's RECVs are not posted again as they come back (after 64
+ * clients had come and gone, 32 did 10% fewer GETs/s with all 2048 in
+ * the cache's way); they are posted again if clients come back.
  */
-#define KV_RECVS 1024
+#define KV_RECV_CHUNK 1024
+#define KV_RECV_CHUNKS 16 /* at most, per worker: 128 MiB */
+#define KV_RECVS_PER_CLIENT 32 /* twice rdmx kv bench's pipeline */
 /* Without a srq (siw has none): RECVs of each client's own, one for each
  * request it may have in flight (the client's pipeline is 64). */
 #define KV_CONN_RECVS 65
@@ -78,8 +87,16 @@ struct kv_worker {
 	struct rdmx_kv_server *srv;
 	struct rdmx_cq *cq;
 	struct rdmx_srq *srq;
-	uint8_t *rbuf; /* KV_RECVS x KV_MSG */
-	struct rdmx_mr *rmr;
+	struct { /* the srq's RECV buffers: KV_RECV_CHUNK x KV_MSG each */
+		uint8_t *buf;
+		struct rdmx_mr *mr;
+		/* Of a chunk not in use, its RECVs back and not posted. */
+		uint16_t idle[KV_RECV_CHUNK];
+		uint32_t nidle;
+	} rchunk[KV_RECV_CHUNKS];
+	uint32_t nrchunks; /* allocated */
+	uint32_t ruse; /* of them, those whose RECVs are posted again */
+	bool rfull; /* no more chunks: at the most, or one failed */
 	struct kv_work *free_ops;
 	struct kv_work_chunk *chunks;
 	uint32_t nops;
@@ -109,6 +126,8 @@ struct rdmx_kv_server {
 	bool accepting;
 	atomic_bool stop;
 	atomic_uint_fast64_t clients_open, clients_total;
+	/* The workers' srq RECVs, each counted once, when first posted. */
+	atomic_uint_fast64_t request_buffers;
 };
 
 static double kv_now_ms(void)
@@ -621,11 +640,100 @@ static void kv_done(struct kv_worker *w, const struct rdmx_completion *wc)
 	kv_work_put(w, op);
 }
 
+/* The buffer of the srq's RECV @i. */
+static uint8_t *kv_rbuf(const struct kv_worker *w, uint64_t i)
+{
+	return w->rchunk[i / KV_RECV_CHUNK].buf +
+	       (size_t)(i % KV_RECV_CHUNK) * KV_MSG;
+}
+
 static rdmx_status kv_recv_post(struct kv_worker *w, uint32_t i)
 {
-	struct rdmx_sge sg = { w->rbuf + (size_t)i * KV_MSG, KV_MSG, w->rmr };
+	struct rdmx_sge sg = { kv_rbuf(w, i), KV_MSG,
+			       w->rchunk[i / KV_RECV_CHUNK].mr };
 
 	return rdmx_srq_post_recv(w->srq, &sg, 1, i);
+}
+
+/* RECV @i came back: posted again, unless its chunk is out of use. */
+static void kv_recv_back(struct kv_worker *w, uint32_t i)
+{
+	uint32_t c = i / KV_RECV_CHUNK;
+
+	if (c < w->ruse) {
+		kv_recv_post(w, i);
+		return;
+	}
+	w->rchunk[c].idle[w->rchunk[c].nidle++] = (uint16_t)(i % KV_RECV_CHUNK);
+	atomic_fetch_sub(&w->srv->request_buffers, 1);
+}
+
+/*
+ * One more chunk of the srq's RECVs in use: one out of use posted again,
+ * or a new one. A chunk that cannot be had (memory, registration, a verbs
+ * srq smaller than asked for) ends the growth, and the RECVs posted so
+ * far serve.
+ */
+static rdmx_status kv_recv_grow(struct kv_worker *w)
+{
+	uint32_t c = w->nrchunks, i = 0;
+	rdmx_status st = RDMX_ERR_NOMEM;
+	uint8_t *buf;
+
+	if (w->ruse < w->nrchunks) {
+		c = w->ruse++;
+		while (w->rchunk[c].nidle) {
+			uint32_t at = w->rchunk[c].idle[w->rchunk[c].nidle - 1];
+
+			if (kv_recv_post(w, c * KV_RECV_CHUNK + at))
+				break; /* stays idle: posted when it can be */
+			w->rchunk[c].nidle--;
+			atomic_fetch_add(&w->srv->request_buffers, 1);
+		}
+		return RDMX_OK;
+	}
+	if (c == KV_RECV_CHUNKS) {
+		w->rfull = true;
+		return RDMX_ERR_NOMEM;
+	}
+	buf = kv_msgs_alloc(64, (size_t)KV_RECV_CHUNK * KV_MSG);
+	if (buf)
+		st = rdmx_mr_reg(w->srv->ctx, buf,
+				 (size_t)KV_RECV_CHUNK * KV_MSG,
+				 RDMX_ACCESS_LOCAL_WRITE, &w->rchunk[c].mr);
+	if (st) {
+		free(buf);
+	} else {
+		w->rchunk[c].buf = buf;
+		w->rchunk[c].nidle = 0;
+		w->nrchunks++;
+		w->ruse++;
+		while (i < KV_RECV_CHUNK &&
+		       !(st = kv_recv_post(w, c * KV_RECV_CHUNK + i)))
+			i++;
+		atomic_fetch_add(&w->srv->request_buffers, i);
+	}
+	if (st) {
+		w->rfull = true;
+		kv_log(RDMX_LOG_WARN,
+		       "a worker's %u clients share its %u RECVs for "
+		       "requests; no more could be posted: %s",
+		       w->nclients, c * KV_RECV_CHUNK + i, rdmx_strerror(st));
+	}
+	return i ? RDMX_OK : st;
+}
+
+/* As many chunks in use as the worker's clients call for, one at least. */
+static void kv_recv_fit(struct kv_worker *w)
+{
+	uint64_t want = (uint64_t)w->nclients * KV_RECVS_PER_CLIENT;
+
+	if (!w->srq)
+		return;
+	while (!w->rfull && want > (uint64_t)w->ruse * KV_RECV_CHUNK)
+		kv_recv_grow(w);
+	while (w->ruse > 1 && want <= (uint64_t)(w->ruse - 1) * KV_RECV_CHUNK)
+		w->ruse--;
 }
 
 /* A client's own RECV @i, where there is no srq. */
@@ -643,7 +751,8 @@ static const uint8_t *kv_recv_msg(const struct kv_worker *w,
 				  const struct kv_client *cl,
 				  const struct rdmx_completion *wc)
 {
-	return (cl && cl->rbuf ? cl->rbuf : w->rbuf) + wc->wr_id * KV_MSG;
+	return cl && cl->rbuf ? cl->rbuf + wc->wr_id * KV_MSG
+			      : kv_rbuf(w, wc->wr_id);
 }
 
 static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
@@ -676,7 +785,7 @@ static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 	}
 	if (cl && !cl->closed)
 		kv_request(w, cl, kv_recv_msg(w, cl, wc), wc->byte_len);
-	kv_recv_post(w, (uint32_t)wc->wr_id);
+	kv_recv_back(w, (uint32_t)wc->wr_id);
 }
 
 /*
@@ -746,6 +855,7 @@ static void *kv_worker_run(void *arg)
 		}
 		kv_client_reap(w);
 		kv_client_take(w);
+		kv_recv_fit(w);
 		kv_client_check(w);
 		kv_aof_tick(w->srv->aof);
 		if (now - last_work >= KV_BUSY_MS)
@@ -760,7 +870,7 @@ static rdmx_status kv_worker_open(struct rdmx_kv_server *srv,
 				  struct kv_worker *w)
 {
 	struct rdmx_srq_attr sa = { .mask = RDMX_SRQ_ATTR_MAX_WR,
-				    .max_wr = KV_RECVS };
+				    .max_wr = KV_RECV_CHUNK * KV_RECV_CHUNKS };
 	rdmx_status st;
 
 	w->srv = srv;
@@ -775,16 +885,7 @@ static rdmx_status kv_worker_open(struct rdmx_kv_server *srv,
 				      "client gets RECVs of its own");
 		return RDMX_OK;
 	}
-	if (st)
-		return st;
-	w->rbuf = kv_msgs_alloc(64, (size_t)KV_RECVS * KV_MSG);
-	if (!w->rbuf)
-		return RDMX_ERR_NOMEM;
-	st = rdmx_mr_reg(srv->ctx, w->rbuf, (size_t)KV_RECVS * KV_MSG,
-			 RDMX_ACCESS_LOCAL_WRITE, &w->rmr);
-	for (uint32_t i = 0; i < KV_RECVS && !st; i++)
-		st = kv_recv_post(w, i);
-	return st;
+	return st ? st : kv_recv_grow(w);
 }
 
 static void kv_worker_close(struct kv_worker *w)
@@ -811,8 +912,10 @@ static void kv_worker_close(struct kv_worker *w)
 	rdmx_srq_destroy(w->srq); /* its RECVs flush into the cq */
 	while (w->cq && rdmx_poll(w->cq, wc, 32) > 0)
 		;
-	rdmx_mr_dereg(w->rmr);
-	free(w->rbuf);
+	for (uint32_t c = 0; c < w->nrchunks; c++) {
+		rdmx_mr_dereg(w->rchunk[c].mr);
+		free(w->rchunk[c].buf);
+	}
 	while (w->chunks) {
 		struct kv_work_chunk *ch = w->chunks;
 
@@ -1006,6 +1109,7 @@ void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 		.evicted = st.evicted,
 		.clients_open = atomic_load(&srv->clients_open),
 		.clients_total = atomic_load(&srv->clients_total),
+		.request_buffers = atomic_load(&srv->request_buffers),
 	};
 	kv_aof_lock(srv->aof);
 	out->aof_records = kv_aof_records(srv->aof);

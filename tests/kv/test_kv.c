@@ -42,12 +42,12 @@ struct kvs {
 	char addr[80];
 };
 
-static void kvs_open(struct kvs *k, uint64_t memory)
+static void kvs_open_threads(struct kvs *k, uint64_t memory, uint32_t threads)
 {
 	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_MEMORY |
 						 RDMX_KV_SERVER_ATTR_THREADS,
 					 .memory = memory,
-					 .threads = 2 };
+					 .threads = threads };
 	char addr[80];
 
 	side_open(&k->s);
@@ -56,6 +56,11 @@ static void kvs_open(struct kvs *k, uint64_t memory)
 			 RDMX_OK);
 	snprintf(k->addr, sizeof(k->addr), "%s:%d", suite_addr(),
 		 rdmx_kv_server_port(k->srv));
+}
+
+static void kvs_open(struct kvs *k, uint64_t memory)
+{
+	kvs_open_threads(k, memory, 2);
 }
 
 static void kvs_close(struct kvs *k)
@@ -441,6 +446,107 @@ static void test_kv_32_clients_in_parallel(void **state)
 				 w[i].bad == 1 ? "no connection"
 					       : "a value came back wrong");
 	}
+	kvs_close(&k);
+}
+
+static uint64_t request_buffers(struct kvs *k)
+{
+	struct rdmx_kv_server_stats st;
+
+	rdmx_kv_server_stats(k->srv, &st);
+	return st.request_buffers;
+}
+
+/* Wait for the server's RECVs for requests to be @n: each round, a PUT
+ * and a GET of a value checked on each of @kc[@from..@to). */
+static void traffic_until(struct kvs *k, struct rdmx_kv_client **kc, int from,
+			  int to, uint64_t n, int min_rounds)
+{
+	uint8_t in[600], out[600];
+	double end = now_s() + T_TIMEOUT_MS / 1e3;
+
+	for (int r = 0; r < min_rounds || request_buffers(k) != n; r++) {
+		for (int i = from; i < to; i++) {
+			char key[32];
+			uint64_t len = 0, m = 1 + (uint64_t)(r * 37 + i) % 600;
+
+			snprintf(key, sizeof(key), "g%d", i);
+			val_fill(in, m, (uint32_t)i, (uint32_t)r);
+			assert_int_equal(rdmx_kv_put(kc[i], key, strlen(key),
+						     in, m),
+					 RDMX_OK);
+			assert_int_equal(rdmx_kv_get(kc[i], key, strlen(key),
+						     out, sizeof(out), &len),
+					 RDMX_OK);
+			assert_int_equal(len, m);
+			assert_true(
+				val_check(out, m, (uint32_t)i, (uint32_t)r));
+		}
+		if (now_s() > end)
+			fail_msg("%llu RECVs for requests, not %llu",
+				 (unsigned long long)request_buffers(k),
+				 (unsigned long long)n);
+	}
+}
+
+/*
+ * A worker's RECVs for requests grow with its clients: 1024 for up to 32,
+ * then 1024 more for each 32 (64 clients keeping 16 GETs in flight held
+ * all of 1024, and waited for credits: half the GETs/s over tcp). The
+ * RECVs of the new chunk carry requests as the first: every value is
+ * checked, over more requests than both chunks hold. When clients leave,
+ * the RECVs of the chunk not needed are not posted again (all in the
+ * cache's way, 32 clients did 10% fewer GETs/s); when they come back,
+ * they are.
+ */
+static void test_kv_request_buffers_grow_with_clients(void **state)
+{
+	enum { CLIENTS = 40, STAY = 10 };
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc[CLIENTS];
+	double end;
+	uint64_t first;
+
+	(void)state;
+	kvs_open_threads(&k, 64 << 20, 1);
+	side_open(&c);
+	first = request_buffers(&k);
+	print_message("RECVs for requests: %llu with no client\n",
+		      (unsigned long long)first);
+	for (int i = 0; i < CLIENTS; i++)
+		kc[i] = client(&c, k.addr, 1 << 20);
+	if (!first) { /* no srq here (siw): each client has its own */
+		traffic_until(&k, kc, 0, CLIENTS, 0, 30);
+		goto out;
+	}
+	assert_int_equal(first, 1024);
+	end = now_s() + T_TIMEOUT_MS / 1e3;
+	while (request_buffers(&k) == first && now_s() < end)
+		usleep(1000);
+	print_message("with %d clients: %llu\n", CLIENTS,
+		      (unsigned long long)request_buffers(&k));
+	assert_int_equal(request_buffers(&k), 2048);
+	traffic_until(&k, kc, 0, CLIENTS, 2048, 30);
+	for (int i = STAY; i < CLIENTS; i++)
+		rdmx_kv_close(kc[i]);
+	/* The second chunk's RECVs come back as requests take them. */
+	traffic_until(&k, kc, 0, STAY, 1024, 1);
+	print_message("with %d clients: %llu\n", STAY,
+		      (unsigned long long)request_buffers(&k));
+	for (int i = STAY; i < CLIENTS; i++)
+		kc[i] = client(&c, k.addr, 1 << 20);
+	end = now_s() + T_TIMEOUT_MS / 1e3;
+	while (request_buffers(&k) == 1024 && now_s() < end)
+		usleep(1000);
+	print_message("with %d clients again: %llu\n", CLIENTS,
+		      (unsigned long long)request_buffers(&k));
+	assert_int_equal(request_buffers(&k), 2048);
+	traffic_until(&k, kc, 0, CLIENTS, 2048, 30);
+out:
+	for (int i = 0; i < CLIENTS; i++)
+		rdmx_kv_close(kc[i]);
+	side_close(&c);
 	kvs_close(&k);
 }
 
@@ -984,6 +1090,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_freed_blocks_merge_again),
 		cmocka_unit_test(test_kv_pool_full_evicts_lru),
 		cmocka_unit_test(test_kv_32_clients_in_parallel),
+		cmocka_unit_test(test_kv_request_buffers_grow_with_clients),
 		cmocka_unit_test(test_kv_get_racing_put_never_torn),
 		cmocka_unit_test(test_kv_async_pipeline),
 		cmocka_unit_test(test_kv_batches_leave_and_return_whole),
