@@ -83,17 +83,20 @@ struct kv_work_chunk {
 	struct kv_work_chunk *next;
 };
 
+/* KV_RECV_CHUNK of a worker's srq RECVs: KV_MSG bytes each. */
+struct kv_rchunk {
+	uint8_t *buf;
+	struct rdmx_mr *mr;
+	/* Its RECVs back and not posted (out of use, or new). */
+	uint16_t idle[KV_RECV_CHUNK];
+	uint32_t nidle;
+};
+
 struct kv_worker {
 	struct rdmx_kv_server *srv;
 	struct rdmx_cq *cq;
 	struct rdmx_srq *srq;
-	struct { /* the srq's RECV buffers: KV_RECV_CHUNK x KV_MSG each */
-		uint8_t *buf;
-		struct rdmx_mr *mr;
-		/* Of a chunk not in use, its RECVs back and not posted. */
-		uint16_t idle[KV_RECV_CHUNK];
-		uint32_t nidle;
-	} rchunk[KV_RECV_CHUNKS];
+	struct kv_rchunk rchunk[KV_RECV_CHUNKS];
 	uint32_t nrchunks; /* allocated */
 	uint32_t ruse; /* of them, those whose RECVs are posted again */
 	bool rfull; /* no more chunks: at the most, or one failed */
@@ -126,7 +129,7 @@ struct rdmx_kv_server {
 	bool accepting;
 	atomic_bool stop;
 	atomic_uint_fast64_t clients_open, clients_total;
-	/* The workers' srq RECVs, each counted once, when first posted. */
+	/* The workers' srq RECVs posted now (out of use ones not again). */
 	atomic_uint_fast64_t request_buffers;
 };
 
@@ -658,69 +661,75 @@ static rdmx_status kv_recv_post(struct kv_worker *w, uint32_t i)
 /* RECV @i came back: posted again, unless its chunk is out of use. */
 static void kv_recv_back(struct kv_worker *w, uint32_t i)
 {
-	uint32_t c = i / KV_RECV_CHUNK;
+	struct kv_rchunk *ch = &w->rchunk[i / KV_RECV_CHUNK];
 
-	if (c < w->ruse) {
+	if (i / KV_RECV_CHUNK < w->ruse) {
 		kv_recv_post(w, i);
 		return;
 	}
-	w->rchunk[c].idle[w->rchunk[c].nidle++] = (uint16_t)(i % KV_RECV_CHUNK);
+	ch->idle[ch->nidle++] = (uint16_t)(i % KV_RECV_CHUNK);
 	atomic_fetch_sub(&w->srv->request_buffers, 1);
 }
 
 /*
- * One more chunk of the srq's RECVs in use: one out of use posted again,
- * or a new one. A chunk that cannot be had (memory, registration, a verbs
- * srq smaller than asked for) ends the growth, and the RECVs posted so
- * far serve.
+ * One more chunk of the srq's RECVs in use: its idle RECVs posted, those
+ * of a new chunk (all idle) or of one out of use. A chunk that cannot be
+ * had (memory, registration) or posted (a verbs srq smaller than asked
+ * for) ends the growth, and the RECVs posted so far serve. An error only
+ * when none of the chunk's could be posted.
  */
 static rdmx_status kv_recv_grow(struct kv_worker *w)
 {
-	uint32_t c = w->nrchunks, i = 0;
-	rdmx_status st = RDMX_ERR_NOMEM;
-	uint8_t *buf;
+	uint32_t c = w->ruse;
+	struct kv_rchunk *ch = &w->rchunk[c];
+	rdmx_status st = RDMX_OK;
 
-	if (w->ruse < w->nrchunks) {
-		c = w->ruse++;
-		while (w->rchunk[c].nidle) {
-			uint32_t at = w->rchunk[c].idle[w->rchunk[c].nidle - 1];
-
-			if (kv_recv_post(w, c * KV_RECV_CHUNK + at))
-				break; /* stays idle: posted when it can be */
-			w->rchunk[c].nidle--;
-			atomic_fetch_add(&w->srv->request_buffers, 1);
-		}
-		return RDMX_OK;
-	}
 	if (c == KV_RECV_CHUNKS) {
 		w->rfull = true;
 		return RDMX_ERR_NOMEM;
 	}
-	buf = kv_msgs_alloc(64, (size_t)KV_RECV_CHUNK * KV_MSG);
-	if (buf)
-		st = rdmx_mr_reg(w->srv->ctx, buf,
-				 (size_t)KV_RECV_CHUNK * KV_MSG,
-				 RDMX_ACCESS_LOCAL_WRITE, &w->rchunk[c].mr);
-	if (st) {
-		free(buf);
-	} else {
-		w->rchunk[c].buf = buf;
-		w->rchunk[c].nidle = 0;
+	if (c == w->nrchunks) {
+		uint8_t *buf =
+			kv_msgs_alloc(64, (size_t)KV_RECV_CHUNK * KV_MSG);
+
+		st = buf ? rdmx_mr_reg(w->srv->ctx, buf,
+				       (size_t)KV_RECV_CHUNK * KV_MSG,
+				       RDMX_ACCESS_LOCAL_WRITE, &ch->mr)
+			 : RDMX_ERR_NOMEM;
+		if (st) {
+			free(buf);
+			w->rfull = true;
+			kv_log(RDMX_LOG_WARN,
+			       "a worker's %u clients share its %u RECVs for "
+			       "requests; no more could be had: %s",
+			       w->nclients, c * KV_RECV_CHUNK,
+			       rdmx_strerror(st));
+			return st;
+		}
+		ch->buf = buf;
+		/* Posted from the top: in order. */
+		for (uint32_t k = 0; k < KV_RECV_CHUNK; k++)
+			ch->idle[k] = (uint16_t)(KV_RECV_CHUNK - 1 - k);
+		ch->nidle = KV_RECV_CHUNK;
 		w->nrchunks++;
-		w->ruse++;
-		while (i < KV_RECV_CHUNK &&
-		       !(st = kv_recv_post(w, c * KV_RECV_CHUNK + i)))
-			i++;
-		atomic_fetch_add(&w->srv->request_buffers, i);
+	}
+	w->ruse++;
+	while (ch->nidle) {
+		st = kv_recv_post(w,
+				  c * KV_RECV_CHUNK + ch->idle[ch->nidle - 1]);
+		if (st)
+			break;
+		ch->nidle--;
+		atomic_fetch_add(&w->srv->request_buffers, 1);
 	}
 	if (st) {
 		w->rfull = true;
 		kv_log(RDMX_LOG_WARN,
-		       "a worker's %u clients share its %u RECVs for "
-		       "requests; no more could be posted: %s",
-		       w->nclients, c * KV_RECV_CHUNK + i, rdmx_strerror(st));
+		       "a worker's %u clients share the RECVs for requests "
+		       "posted so far; no more could be posted: %s",
+		       w->nclients, rdmx_strerror(st));
 	}
-	return i ? RDMX_OK : st;
+	return st && ch->nidle == KV_RECV_CHUNK ? st : RDMX_OK;
 }
 
 /* As many chunks in use as the worker's clients call for, one at least. */
