@@ -265,6 +265,17 @@ void rdmx_conn_info(const struct rdmx_conn *conn, struct rdmx_conn_info *info_p)
 	*info_p = conn->info;
 }
 
+rdmx_status rdmx_remote_attach(struct rdmx_conn *conn,
+			       const struct rdmx_remote *remote)
+{
+	if (!conn || !remote)
+		return rdmx_invalid("rdmx_remote_attach", "NULL %s",
+				    conn ? "region" : "connection");
+	if (conn->ops->remote_attach)
+		conn->ops->remote_attach(conn, remote);
+	return RDMX_OK;
+}
+
 rdmx_status rdmx_conn_check(const struct rdmx_conn *conn)
 {
 	if (!conn)

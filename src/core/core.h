@@ -160,6 +160,12 @@ struct rdmx_transport_ops {
 	/* A descriptor readable when progress() has work (for waiting). */
 	int (*progress_fd)(void *priv);
 	/*
+	 * Optional: get ready for one-sided requests on the peer's region
+	 * @remote now (rdmx_remote_attach). NULL: nothing to do.
+	 */
+	void (*remote_attach)(struct rdmx_conn *conn,
+			      const struct rdmx_remote *remote);
+	/*
 	 * Optional: shared receive queues. conn_create then honours
 	 * attr->srq (RDMX_CONN_ATTR_SRQ), whose ops are these.
 	 */

@@ -75,6 +75,81 @@ static void test_peer_maps_populated(void **state)
 }
 
 /*
+ * rdmx_remote_attach maps the peer's block before any request, whole and
+ * resident, so the first WRITE pays nothing for it; a WRITE then lands.
+ */
+static void test_attach_maps_before_requests(void **state)
+{
+	struct pair p;
+	struct buf dst, src;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	long rss[8], size[8];
+	int n;
+
+	(void)state;
+	setenv("RDMX_TRANSPORT", "shm", 1);
+	pair_open(&p);
+	buf_alloc_from(&p.s, &dst, LEN,
+		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
+		       true);
+	buf_alloc_from(&p.c, &src, LEN, 0, true);
+	rem = share_remote(&p, &dst);
+	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 2);
+	assert_int_equal(rdmx_remote_attach(p.cconn, &rem), RDMX_OK);
+	n = harness_maps("rdmx-mem", size, rss, 8);
+	/* dst and src, each by its owner, and dst by the client. */
+	assert_int_equal(n, 3);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(rss[i], size[i]);
+	/* Again: nothing more mapped. */
+	assert_int_equal(rdmx_remote_attach(p.cconn, &rem), RDMX_OK);
+	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 3);
+	memset(src.p, 0x3c, 64);
+	sg = sge_of(&src, 0, 64);
+	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+	assert_memory_equal(dst.p, src.p, 64);
+	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 3);
+	assert_int_equal(rdmx_remote_attach(NULL, &rem), RDMX_ERR_INVALID);
+	assert_int_equal(rdmx_remote_attach(p.cconn, NULL), RDMX_ERR_INVALID);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+/* Over tcp there is nothing to map: a hint that changes nothing. */
+static void test_attach_tcp_nothing_to_do(void **state)
+{
+	struct pair p;
+	struct buf dst, src;
+	struct rdmx_remote rem;
+	struct rdmx_sge sg;
+	long rss[8], size[8];
+
+	(void)state;
+	setenv("RDMX_TRANSPORT", "tcp", 1);
+	pair_open(&p);
+	buf_alloc_from(&p.s, &dst, 4096,
+		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
+		       true);
+	buf_alloc_from(&p.c, &src, 4096, 0, true);
+	rem = share_remote(&p, &dst);
+	assert_int_equal(rdmx_remote_attach(p.cconn, &rem), RDMX_OK);
+	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 2);
+	memset(src.p, 0x7e, 64);
+	sg = sge_of(&src, 0, 64);
+	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
+			 RDMX_OK);
+	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
+	assert_memory_equal(dst.p, src.p, 64);
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
+/*
  * Resident kB of the mapping of the server's block (@len bytes) other
  * than the server's own (at @own): the client's; -1 when there is none.
  */
@@ -155,6 +230,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_peer_maps_populated),
+		cmocka_unit_test(test_attach_maps_before_requests),
+		cmocka_unit_test(test_attach_tcp_nothing_to_do),
 		cmocka_unit_test(test_sparse_block_not_filled),
 		cmocka_unit_test(test_large_block_not_filled),
 		cmocka_unit_test(test_mem_resident_from_alloc),

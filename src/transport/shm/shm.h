@@ -89,6 +89,9 @@ void rdmx_shm_map_leave(struct rdmx_shm_pipe *p);
  * false, logged once, and direct_off for good when not.
  */
 bool rdmx_shm_map_peer(struct rdmx_shm_pipe *p);
+/* The transport's remote_attach op: map the peer's block of @remote. */
+void rdmx_shm_remote_attach(struct rdmx_conn *conn,
+			    const struct rdmx_remote *remote);
 /* The pipe's direct op (struct rdmx_sw_pipe). */
 bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 		     uint64_t total);

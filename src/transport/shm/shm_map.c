@@ -272,6 +272,24 @@ static void rdmx_shm_copy(const struct rdmx_wr *wr, uint8_t *dst)
 	}
 }
 
+/*
+ * The block is mapped under the connection's lock, as by the first request
+ * on it (rdmx_shm_direct), so the two never race for the table of maps.
+ */
+void rdmx_shm_remote_attach(struct rdmx_conn *conn,
+			    const struct rdmx_remote *remote)
+{
+	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
+	struct rdmx_mem_view v;
+
+	rdmx_spin_lock(&c->lock);
+	if (!c->dead && !p->direct_off && !p->peer_gone && p->grants &&
+	    rdmx_mem_find(p->grants, remote->rkey, &v))
+		(void)rdmx_shm_block(p, &v);
+	rdmx_sw_unlock(c);
+}
+
 bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 		     uint64_t total)
 {

@@ -55,4 +55,5 @@ const struct rdmx_transport_ops rdmx_shm_ops = {
 	.idle = rdmx_sw_idle,
 	.polled = rdmx_sw_polled,
 	.progress_fd = rdmx_sw_progress_fd,
+	.remote_attach = rdmx_shm_remote_attach,
 };
