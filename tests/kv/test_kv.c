@@ -212,6 +212,48 @@ static void test_kv_put_pulled_where_mapped(void **state)
 	free(out);
 }
 
+/*
+ * Over shm the server maps a client's buffer when the client says hello
+ * (rdmx_remote_attach), before its connect returns: the first GETs of 32
+ * clients waited 5 ms for their mappings, one after another. Elsewhere
+ * only the client maps it.
+ */
+static void test_kv_buffer_mapped_at_hello(void **state)
+{
+	const long kb = 3 << 10; /* a size no other mapping here has */
+	long rss[64], size[64], found = 0, whole = 0;
+	uint8_t in[4096], out[4096];
+	struct rdmx_kv_client *kc;
+	uint64_t len = 0;
+	struct kvs k;
+	struct side c;
+	int n;
+
+	(void)state;
+	kvs_open(&k, 16 << 20);
+	side_open(&c);
+	kc = client(&c, k.addr, (uint64_t)kb << 10);
+	n = harness_maps("rdmx-mem", size, rss, 64);
+	for (int i = 0; i < n; i++)
+		if (size[i] == kb) {
+			found++;
+			whole += rss[i] == kb;
+		}
+	print_message("%ld mappings of the client's buffer, %ld resident\n",
+		      found, whole);
+	assert_int_equal(found, conns_on(k.s.ctx, RDMX_TP_SHM) ? 2 : 1);
+	assert_int_equal(whole, found);
+	val_fill(in, sizeof(in), 7, 1);
+	assert_int_equal(rdmx_kv_put(kc, "hello", 5, in, sizeof(in)), RDMX_OK);
+	assert_int_equal(rdmx_kv_get(kc, "hello", 5, out, sizeof(out), &len),
+			 RDMX_OK);
+	assert_int_equal(len, sizeof(out));
+	assert_true(val_check(out, len, 7, 1));
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+}
+
 static void test_kv_room_too_small_says_size(void **state)
 {
 	struct kvs k;
@@ -1085,6 +1127,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kv_round_trips_0b_to_16m),
 		cmocka_unit_test(test_kv_put_pulled_where_mapped),
+		cmocka_unit_test(test_kv_buffer_mapped_at_hello),
 		cmocka_unit_test(test_kv_room_too_small_says_size),
 		cmocka_unit_test(test_kv_pool_full_says_out_of_memory),
 		cmocka_unit_test(test_kv_freed_blocks_merge_again),
