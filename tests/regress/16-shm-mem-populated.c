@@ -39,36 +39,62 @@ static void test_mem_resident_from_alloc(void **state)
 	side_close(&s);
 }
 
+/*
+ * A pair over @tp, and two blocks from rdmx_mem_alloc: @dst (@len bytes,
+ * the server's, remote write) and @src (the client's); dst's descriptor.
+ */
+static struct rdmx_remote pair_dst_src(struct pair *p, const char *tp,
+				       struct buf *dst, size_t len,
+				       struct buf *src, size_t src_len)
+{
+	setenv("RDMX_TRANSPORT", tp, 1);
+	pair_open(p);
+	buf_alloc_from(&p->s, dst, len,
+		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
+		       true);
+	buf_alloc_from(&p->c, src, src_len, 0, true);
+	return share_remote(p, dst);
+}
+
+/* @want rdmx-mem mappings in this process, each resident whole. */
+static void assert_maps_whole(int want)
+{
+	long rss[8], size[8];
+	int n = harness_maps("rdmx-mem", size, rss, 8);
+
+	for (int i = 0; i < n; i++)
+		print_message("rdmx-mem mapping %d: %ld of %ld kB resident\n",
+			      i, rss[i], size[i]);
+	assert_int_equal(n, want);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(rss[i], size[i]);
+}
+
+/* A WRITE of @len bytes of @byte from src to the start of dst lands. */
+static void write_lands(struct pair *p, struct buf *src, struct buf *dst,
+			struct rdmx_remote rem, uint32_t len, int byte)
+{
+	struct rdmx_sge sg = sge_of(src, 0, len);
+
+	memset(src->p, byte, len);
+	assert_int_equal(rdmx_post_write(p->cconn, &sg, rem.addr, rem.rkey, 1),
+			 RDMX_OK);
+	expect_wc(p->c.cq, RDMX_OK, RDMX_OP_WRITE);
+	assert_memory_equal(dst->p, src->p, len);
+}
+
 static void test_peer_maps_populated(void **state)
 {
 	struct pair p;
 	struct buf dst, src;
 	struct rdmx_remote rem;
-	struct rdmx_sge sg;
-	long rss[8], size[8];
-	int n;
 
 	(void)state;
-	setenv("RDMX_TRANSPORT", "shm", 1);
-	pair_open(&p);
-	buf_alloc_from(&p.s, &dst, LEN,
-		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
-		       true);
-	buf_alloc_from(&p.c, &src, LEN, 0, true);
-	rem = share_remote(&p, &dst);
+	rem = pair_dst_src(&p, "shm", &dst, LEN, &src, LEN);
 	/* One WRITE of 8 bytes: the client maps dst, whole. */
-	sg = sge_of(&src, 0, 8);
-	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
-			 RDMX_OK);
-	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
-	n = harness_maps("rdmx-mem", size, rss, 8);
-	for (int i = 0; i < n; i++)
-		print_message("rdmx-mem mapping %d: %ld of %ld kB resident\n",
-			      i, rss[i], size[i]);
+	write_lands(&p, &src, &dst, rem, 8, 0x11);
 	/* dst and src, each by its owner, and dst by the client. */
-	assert_int_equal(n, 3);
-	for (int i = 0; i < n; i++)
-		assert_int_equal(rss[i], size[i]);
+	assert_maps_whole(3);
 	buf_free(&src);
 	buf_free(&dst);
 	pair_close(&p);
@@ -83,35 +109,17 @@ static void test_attach_maps_before_requests(void **state)
 	struct pair p;
 	struct buf dst, src;
 	struct rdmx_remote rem;
-	struct rdmx_sge sg;
-	long rss[8], size[8];
-	int n;
 
 	(void)state;
-	setenv("RDMX_TRANSPORT", "shm", 1);
-	pair_open(&p);
-	buf_alloc_from(&p.s, &dst, LEN,
-		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
-		       true);
-	buf_alloc_from(&p.c, &src, LEN, 0, true);
-	rem = share_remote(&p, &dst);
-	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 2);
+	rem = pair_dst_src(&p, "shm", &dst, LEN, &src, LEN);
+	assert_maps_whole(2);
 	assert_int_equal(rdmx_remote_attach(p.cconn, &rem), RDMX_OK);
-	n = harness_maps("rdmx-mem", size, rss, 8);
 	/* dst and src, each by its owner, and dst by the client. */
-	assert_int_equal(n, 3);
-	for (int i = 0; i < n; i++)
-		assert_int_equal(rss[i], size[i]);
-	/* Again: nothing more mapped. */
+	assert_maps_whole(3);
+	/* Again, and a WRITE: nothing more mapped. */
 	assert_int_equal(rdmx_remote_attach(p.cconn, &rem), RDMX_OK);
-	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 3);
-	memset(src.p, 0x3c, 64);
-	sg = sge_of(&src, 0, 64);
-	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
-			 RDMX_OK);
-	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
-	assert_memory_equal(dst.p, src.p, 64);
-	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 3);
+	write_lands(&p, &src, &dst, rem, 64, 0x3c);
+	assert_maps_whole(3);
 	assert_int_equal(rdmx_remote_attach(NULL, &rem), RDMX_ERR_INVALID);
 	assert_int_equal(rdmx_remote_attach(p.cconn, NULL), RDMX_ERR_INVALID);
 	buf_free(&src);
@@ -125,25 +133,12 @@ static void test_attach_tcp_nothing_to_do(void **state)
 	struct pair p;
 	struct buf dst, src;
 	struct rdmx_remote rem;
-	struct rdmx_sge sg;
-	long rss[8], size[8];
 
 	(void)state;
-	setenv("RDMX_TRANSPORT", "tcp", 1);
-	pair_open(&p);
-	buf_alloc_from(&p.s, &dst, 4096,
-		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
-		       true);
-	buf_alloc_from(&p.c, &src, 4096, 0, true);
-	rem = share_remote(&p, &dst);
+	rem = pair_dst_src(&p, "tcp", &dst, 4096, &src, 4096);
 	assert_int_equal(rdmx_remote_attach(p.cconn, &rem), RDMX_OK);
-	assert_int_equal(harness_maps("rdmx-mem", size, rss, 8), 2);
-	memset(src.p, 0x7e, 64);
-	sg = sge_of(&src, 0, 64);
-	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
-			 RDMX_OK);
-	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
-	assert_memory_equal(dst.p, src.p, 64);
+	assert_maps_whole(2);
+	write_lands(&p, &src, &dst, rem, 64, 0x7e);
 	buf_free(&src);
 	buf_free(&dst);
 	pair_close(&p);
@@ -187,24 +182,12 @@ static void write_into_unfilled(size_t len, bool sparse)
 	struct pair p;
 	struct buf dst, src;
 	struct rdmx_remote rem;
-	struct rdmx_sge sg;
 	long rss;
 
-	setenv("RDMX_TRANSPORT", "shm", 1);
-	pair_open(&p);
-	buf_alloc_from(&p.s, &dst, len,
-		       RDMX_ACCESS_LOCAL_WRITE | RDMX_ACCESS_REMOTE_WRITE,
-		       true);
-	buf_alloc_from(&p.c, &src, 4096, 0, true);
-	memset(src.p, 0x5a, 8);
+	rem = pair_dst_src(&p, "shm", &dst, len, &src, 4096);
 	if (sparse)
 		assert_int_equal(madvise(dst.p, len, MADV_REMOVE), 0);
-	rem = share_remote(&p, &dst);
-	sg = sge_of(&src, 0, 8);
-	assert_int_equal(rdmx_post_write(p.cconn, &sg, rem.addr, rem.rkey, 1),
-			 RDMX_OK);
-	expect_wc(p.c.cq, RDMX_OK, RDMX_OP_WRITE);
-	assert_memory_equal(dst.p, src.p, 8);
+	write_lands(&p, &src, &dst, rem, 8, 0x5a);
 	rss = peer_map_rss(dst.p, len);
 	print_message("%zu kB block%s: the client's mapping holds %ld kB\n",
 		      len >> 10, sparse ? ", sparse" : "", rss);
