@@ -471,6 +471,14 @@ static inline void rdmx_lat_stamp(struct rdmx_conn *conn,
 
 /* Monotonic clock in microseconds. */
 uint64_t rdmx_now_us(void);
+
+/*
+ * The cq a spinner's rdmx_poll makes progress for, during that progress
+ * call; NULL in every other progress call (the thread's, rdmx_cq_wait's).
+ * A transport may tell callers that poll many cqs apart from one that
+ * polls one (rdmx_sw_epoll_shared).
+ */
+extern _Thread_local RDMX_TLS_FAST const struct rdmx_cq *rdmx_progress_cq;
 /* The deadline @timeout_ms from now; UINT64_MAX when negative (never). */
 uint64_t rdmx_deadline(int timeout_ms);
 /* Milliseconds left until @deadline_us, rounded up, for poll(): -1 for

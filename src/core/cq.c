@@ -174,6 +174,8 @@ static bool rdmx_cq_grow(struct rdmx_cq *cq)
  */
 static _Thread_local RDMX_TLS_FAST const struct rdmx_cq *rdmx_cq_polling;
 
+_Thread_local RDMX_TLS_FAST const struct rdmx_cq *rdmx_progress_cq;
+
 /* Call with cq->lock held. */
 static void rdmx_cq_signal(struct rdmx_cq *cq)
 {
@@ -432,8 +434,11 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	}
 	if (!spinning) /* an event loop's: its own completions signal late */
 		rdmx_cq_polling = cq;
+	else
+		rdmx_progress_cq = cq;
 	if (rdmx_ctx_progress(cq->ctx, spinning))
 		n = rdmx_cq_take(cq, wc, max);
+	rdmx_progress_cq = NULL;
 	if (!spinning)
 		rdmx_cq_signal_due(cq);
 	return n;
