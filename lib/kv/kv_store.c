@@ -26,9 +26,12 @@
  * old one left, touching neither the pool's free-list links nor a buddy's
  * (lines of the pool, cold: kv_free_push alone was 9% of a kv server's
  * time on 4 KiB SETs). The stacks go back to the buddy lists, merging,
- * when an allocation finds nothing else.
+ * when an allocation finds nothing else. Deep enough for the PUTs of many
+ * clients' pipelines at once: 32 clients x 16 free 512 blocks in a row,
+ * and a stack of 64 sent 448 of them to the lists (5.6% of the server's
+ * time in kv_free_push again; 1024: SETs/s +8%, p99 -20%). 128 KiB.
  */
-#define KV_QUICK 64
+#define KV_QUICK 1024
 #define KV_QUICK_ORDERS 16 /* blocks up to 2 MiB */
 
 struct kv_free {
