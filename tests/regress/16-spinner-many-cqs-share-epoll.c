@@ -15,18 +15,22 @@
 #include "core.h"
 #include "sw.h"
 
-static unsigned looks; /* epoll_wait calls that do not wait */
+/* epoll_wait calls of this thread that do not wait (the context's
+ * progress thread makes its own). */
+static _Thread_local unsigned looks;
+static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
+
+__attribute__((constructor)) static void find_epoll_wait(void)
+{
+	real_epoll_wait = (int (*)(int, struct epoll_event *, int,
+				   int))dlsym(RTLD_NEXT, "epoll_wait");
+}
 
 int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
-	static int (*real)(int, struct epoll_event *, int, int);
-
-	if (!real)
-		real = (int (*)(int, struct epoll_event *, int,
-				int))dlsym(RTLD_NEXT, "epoll_wait");
 	if (!timeout)
 		looks++;
-	return real(epfd, ev, max, timeout);
+	return real_epoll_wait(epfd, ev, max, timeout);
 }
 
 /* @calls progress calls of a spinner, for cqs[i % ncqs] in turn: looks. */
