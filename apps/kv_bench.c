@@ -135,7 +135,7 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 {
 	const struct kvb_opts *o = t->o;
 	char key[32];
-	double now;
+	double now = 0;
 
 	if (o->batch && k->posted != k->done)
 		return RDMX_OK; /* the batch is still out */
@@ -146,7 +146,6 @@ static rdmx_status kvb_post(struct kvb_thread *t, struct kvb_client *k,
 	 * reading serves them all: two per request were 7% of the host's
 	 * time in a run of 32 clients x 16 over shm.
 	 */
-	now = 0;
 	while (t->left && k->posted - k->done < o->pipeline) {
 		uint64_t n = kvb_rnd(&k->rng) % o->keys,
 			 slot = k->posted % kvb_slots(o);

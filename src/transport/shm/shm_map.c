@@ -273,6 +273,18 @@ static void rdmx_shm_copy(const struct rdmx_wr *wr, uint8_t *dst)
 }
 
 /*
+ * The peer's grant of @rkey, in *v_p, while this pipe may map the peer's
+ * memory: its grant table is mapped at connect (rdmx_shm_map_peer), or
+ * never (a pipe made otherwise, the fuzzer's, has none).
+ */
+static bool rdmx_shm_grant(struct rdmx_shm_pipe *p, uint64_t rkey,
+			   struct rdmx_mem_view *v_p)
+{
+	return !p->direct_off && !p->peer_gone && p->grants &&
+	       rdmx_mem_find(p->grants, rkey, v_p);
+}
+
+/*
  * The block is mapped under the connection's lock, as by the first request
  * on it (rdmx_shm_direct), so the two never race for the table of maps.
  */
@@ -280,13 +292,11 @@ void rdmx_shm_remote_attach(struct rdmx_conn *conn,
 			    const struct rdmx_remote *remote)
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
-	struct rdmx_shm_pipe *p = to_shm_pipe(c);
 	struct rdmx_mem_view v;
 
 	rdmx_spin_lock(&c->lock);
-	if (!c->dead && !p->direct_off && !p->peer_gone && p->grants &&
-	    rdmx_mem_find(p->grants, remote->rkey, &v))
-		(void)rdmx_shm_block(p, &v);
+	if (!c->dead && rdmx_shm_grant(to_shm_pipe(c), remote->rkey, &v))
+		(void)rdmx_shm_block(to_shm_pipe(c), &v);
 	rdmx_sw_unlock(c);
 }
 
@@ -300,14 +310,9 @@ bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 	struct rdmx_mem_view v;
 	uint8_t *base, *dst;
 
-	/* The grant table is mapped at connect (rdmx_shm_map_peer), or
-	 * never: a pipe made otherwise (the fuzzer's) has none. */
-	if (p->direct_off || p->peer_gone || !p->grants)
-		return false;
 	/* Outside the grant: the target refuses it, and counts it. */
-	if (!rdmx_mem_find(p->grants, wr->rkey, &v) || at < v.addr ||
-	    len > v.length || at - v.addr > v.length - len ||
-	    (v.access & need) != need)
+	if (!rdmx_shm_grant(p, wr->rkey, &v) || at < v.addr || len > v.length ||
+	    at - v.addr > v.length - len || (v.access & need) != need)
 		return false;
 	base = rdmx_shm_block(p, &v);
 	if (!base)
