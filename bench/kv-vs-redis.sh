@@ -23,7 +23,13 @@
 # one thread serves its own: the "waits" column says which (a cross-core
 # wake costs ~50 us on these VMs).
 #
-# usage: bench/kv-vs-redis.sh          (N=20000 for a short pass)
+# Each row's figures are the medians of RUNS runs (3 by default; PEERS.md
+# takes 5): the tools take turns within a run, Redis's first, so that each
+# ratio compares runs made within seconds of each other. Single runs
+# swing by 20% here, and a ratio near a goal came and went with them.
+#
+# usage: bench/kv-vs-redis.sh          (N=20000 for a short pass, RUNS=1
+#                                        for single runs)
 # Installs redis-server and redis-tools, builds rdmx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +43,7 @@ RDMX=build/apps/rdmx
 FLOOR=build/bench/tcp_reqresp
 STALLS=build/bench/host_stalls
 N=${N:-100000}
+RUNS=${RUNS:-3}
 KEYS=10000
 tmp=$(mktemp -d)
 pids=()
@@ -103,12 +110,40 @@ for p in "$rport" "$resp"; do
 	redis-benchmark -h 127.0.0.1 -p "$p" -t set -d 4096 -n $((KEYS * 10)) \
 		-c 32 -P 16 -r "$KEYS" -q >/dev/null 2>&1
 done
+# The median of each column of FILE's lines ("ops p50 p99 [waits]"), ops/s
+# whole and microseconds to a tenth; a column of words gives its last. A
+# run that printed nothing is left out.
+median_of() { # file
+	awk 'NF { n++; for (i = 1; i <= NF; i++) v[i, n] = $i; if (NF > w) w = NF }
+	END {
+		for (i = 1; i <= w; i++) {
+			if (v[i, n] !~ /^[0-9.]+$/) { printf "%s ", v[i, n]; continue }
+			for (a = 2; a <= n; a++) # insertion sort: mawk has no asort
+				for (b = a; b > 1 && v[i, b - 1] + 0 > v[i, b] + 0; b--) {
+					t = v[i, b]; v[i, b] = v[i, b - 1]; v[i, b - 1] = t
+				}
+			m = n % 2 ? v[i, (n + 1) / 2] : (v[i, n / 2] + v[i, n / 2 + 1]) / 2
+			printf i == 1 ? "%.0f " : "%.1f ", m
+		}
+		printf "\n"
+	}' "$1"
+}
+
 printf '%-4s %3s %3s  %-9s %10s %9s %9s %8s %8s  %s\n' op c P tool ops/s \
 	"p50 us" "p99 us" "x ops" "x p99" waits
+tools=(redis resp shm tcp floor)
 for op in get set; do
 	for c in 1 32; do
 		for P in 1 16; do
-			read -r r_ops r_50 r_99 < <(rb "$rport" "$op" "$c" "$P")
+			for t in "${tools[@]}"; do : >"$tmp/runs.$t"; done
+			for _ in $(seq "$RUNS"); do
+				rb "$rport" "$op" "$c" "$P" >>"$tmp/runs.redis"
+				rb "$resp" "$op" "$c" "$P" >>"$tmp/runs.resp"
+				kb shm "$op" "$c" "$P" >>"$tmp/runs.shm"
+				kb tcp "$op" "$c" "$P" >>"$tmp/runs.tcp"
+				tf "$op" "$c" "$P" >>"$tmp/runs.floor"
+			done
+			read -r r_ops r_50 r_99 < <(median_of "$tmp/runs.redis")
 			row() { # tool ops p50 p99 waits
 				printf '%-4s %3s %3s  %-9s %10s %9s %9s %8s %8s  %s\n' \
 					"$op" "$c" "$P" "$1" "$2" "$3" "$4" \
@@ -116,17 +151,18 @@ for op in get set; do
 					"$(awk -v a="$4" -v b="$r_99" 'BEGIN { printf "%.2f", a / b }')" "$5"
 			}
 			row redis "$r_ops" "$r_50" "$r_99" block
-			read -r ops p50 p99 < <(rb "$resp" "$op" "$c" "$P")
+			read -r ops p50 p99 < <(median_of "$tmp/runs.resp")
 			row resp "$ops" "$p50" "$p99" block
 			for t in shm tcp; do
-				read -r ops p50 p99 w < <(kb "$t" "$op" "$c" "$P")
+				read -r ops p50 p99 w < <(median_of "$tmp/runs.$t")
 				row "rdmx $t" "$ops" "$p50" "$p99" "$w"
 			done
-			read -r ops p50 p99 < <(tf "$op" "$c" "$P")
+			read -r ops p50 p99 < <(median_of "$tmp/runs.floor")
 			row "tcp floor" "$ops" "$p50" "$p99" spin
 		done
 	done
 done
+echo "(each row: the medians of $RUNS runs, the tools taking turns)"
 
 # The host's stops, on each CPU at once, as the rows' two threads run.
 spids=()
