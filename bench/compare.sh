@@ -32,7 +32,13 @@
 # or "sleep"; then rdmx's latency rows beside UCX again, over all their
 # samples.
 #
-# usage: bench/compare.sh [--json] [--svg FILE]   (QUICK=1 for a short pass)
+# Every figure is the median of RUNS runs (5 by default, as PEERS.md takes
+# its peers'; 1 with QUICK=1), each tool's runs one after the other: single
+# runs swing by 20% and more here, and a ratio near a goal came and went
+# with them. A run that printed nothing is left out of its median.
+#
+# usage: bench/compare.sh [--json] [--svg FILE]   (QUICK=1 for a short pass,
+#                                                  RUNS=N for N runs a figure)
 #   --json  the table on stderr, and on stdout one JSON object: every row
 #           with its section, label, rdmx figure, peers' figures and ratios
 #   --svg   also WRITE latency against message size (8 B .. 256 KiB), rdmx
@@ -78,6 +84,7 @@ lastkey() { # KEY LABEL JSON
 	r=$(jget "last.$1" <<<"$3")
 }
 [ "$QUICK" = 1 ] && NL=4000 NB64=4000 NB1M=300
+RUNS=${RUNS:-$([ "$QUICK" = 1 ] && echo 1 || echo 5)}
 port=21000
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -90,10 +97,27 @@ next_port() { port=$((port + 1)); }
 # start: a 1 MiB shm WRITE run read 22 GB/s beside it, 43 alone.
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
-# rdmx_run TRANSPORT ARGS... -> the client's JSON line. Buffers from
-# rdmx_mem_alloc on both sides (bench's default), or with MEM=malloc from
-# the heap on both.
-rdmx_run() {
+# reps CMD ARGS...: CMD's output, RUNS times over, a line (of JSON) a run.
+reps() {
+	local i
+	for ((i = 0; i < RUNS; i++)); do
+		"$@"
+		echo
+	done
+}
+# med CMD ARGS...: the median of RUNS runs of CMD, each printing a number.
+med() {
+	local i out
+	for ((i = 0; i < RUNS; i++)); do
+		out=$("$@")
+		[[ $out =~ ^[0-9]+\.?[0-9]*$ ]] && echo "$out"
+	done | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
+		else if (NR) printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# rdmx_run TRANSPORT ARGS... -> the client's JSON line, a line a run (RUNS).
+# Buffers from rdmx_mem_alloc on both sides (bench's default), or with
+# MEM=malloc from the heap on both.
+rdmx_once() {
 	local t=$1
 	shift
 	next_port
@@ -105,12 +129,17 @@ rdmx_run() {
 	wait 2>/dev/null || true
 	cat "$tmp/cli"
 }
-jget() { $PY -c 'import json,sys
-try:
-    d=json.loads(sys.stdin.read()); v=d
-    for k in sys.argv[1].split("."): v=v[k]
-    print(f"{v:.3f}")
-except Exception: print("n/a")' "$1"; }
+rdmx_run() { reps rdmx_once "$@"; }
+# jget KEY: KEY's median over the JSON lines on stdin (the runs), or n/a.
+jget() { $PY -c 'import json,statistics,sys
+vals=[]
+for line in sys.stdin:
+    try:
+        v=json.loads(line)
+        for k in sys.argv[1].split("."): v=v[k]
+        vals.append(float(v))
+    except Exception: pass
+print(f"{statistics.median(vals):.3f}" if vals else "n/a")' "$1"; }
 
 # ucx ENV TEST SIZE EXTRA... -> the "Final:" line
 ucx_run() {
@@ -185,16 +214,16 @@ for tr in shm tcp; do
 	fi
 	for size in 8 4096; do
 		j=$(rdmx_run $tr --op send -s $size -n $NL --last $LAST)
-		f=$(fi_lat $FP $FE $size)
+		f=$(med fi_lat $FP $FE $size)
 		for pct in 50 99; do
 			key=median
 			[ $pct = 99 ] && key=p99
 			lastkey $key "$tr send $size B p$pct us" "$j"
-			p1=$(ucx_lat "$U1" tag_lat $size $pct)
+			p1=$(med ucx_lat "$U1" tag_lat $size $pct)
 			fcol="$f"
 			[ $pct = 99 ] && fcol=""
 			if [ $tr = shm ]; then
-				p2=$(ucx_lat "$U2" tag_lat $size $pct)
+				p2=$(med ucx_lat "$U2" tag_lat $size $pct)
 				row "send $size B p$pct us (fi avg)" "$r" "$p1" "$p2" "$fcol"
 			else
 				row "send $size B p$pct us (fi avg)" "$r" "$p1" "$fcol"
@@ -205,9 +234,9 @@ for tr in shm tcp; do
 			key=median
 			[ $pct = 99 ] && key=p99
 			lastkey $key "$tr write $size B p$pct us" "$j"
-			p1=$(ucx_lat "$U1" ucp_put_lat $size $pct)
+			p1=$(med ucx_lat "$U1" ucp_put_lat $size $pct)
 			if [ $tr = shm ]; then
-				p2=$(ucx_lat "$U2" ucp_put_lat $size $pct)
+				p2=$(med ucx_lat "$U2" ucp_put_lat $size $pct)
 				row "write $size B p$pct us" "$r" "$p1" "$p2"
 			else
 				row "write $size B p$pct us" "$r" "$p1"
@@ -219,9 +248,9 @@ for tr in shm tcp; do
 		[ $size = 1048576 ] && n=$NB1M depth=16
 		r=$(rdmx_run $tr --op write --bw -s $size -n $n -t $depth | jget gb_per_s)
 		[ $tr = tcp ] && [ $size = 1048576 ] && tcp_w1m=$r # beside qperf
-		p1=$(ucx_bw "$U1" $size $n)
+		p1=$(med ucx_bw "$U1" $size $n)
 		if [ $tr = shm ]; then
-			p2=$(ucx_bw "$U2" $size $n)
+			p2=$(med ucx_bw "$U2" $size $n)
 			row "write $size B GB/s" "$r" "$p1" "$p2"
 		else
 			row "write $size B GB/s" "$r" "$p1"
@@ -275,10 +304,10 @@ for tr in shm tcp; do
 			[ $pct = 99.9 ] && key=p99_9
 			lastkey $key "$tr $name p$pct us" "$j"
 			# shellcheck disable=SC2086
-			p1=$(ucx_batch "$U1" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
+			p1=$(med ucx_batch "$U1" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
 			if [ $tr = shm ]; then
 				# shellcheck disable=SC2086
-				p2=$(ucx_batch "$U2" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
+				p2=$(med ucx_batch "$U2" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
 				row "$name p$pct us" "$r" "$p1" "$p2"
 			else
 				row "$name p$pct us" "$r" "$p1"
@@ -308,12 +337,12 @@ for tr in shm tcp; do
 		n=$NB64 depth=64
 		[ $size = 1048576 ] && n=$NB1M depth=16
 		r=$(rdmx_run $tr --op read --bw -s $size -n $n -t $depth | jget gb_per_s)
-		p1=$(COL=7 ucx_batch "$U1" -t ucp_get -s $size -n $n | gbps)
+		p1=$(COL=7 med ucx_batch "$U1" -t ucp_get -s $size -n $n | gbps)
 		if [ $tr = shm ]; then
-			p2=$(COL=7 ucx_batch "$U2" -t ucp_get -s $size -n $n | gbps)
+			p2=$(COL=7 med ucx_batch "$U2" -t ucp_get -s $size -n $n | gbps)
 			row "read $size B GB/s" "$r" "$p1" "$p2"
 		elif [ $size = 1048576 ]; then
-			q=$(qperf_bw 1M)
+			q=$(med qperf_bw 1M)
 			row "read $size B GB/s" "$r" "$p1" "$q"
 			row "write $size B GB/s" "${tcp_w1m:-}" "" "$q"
 		else
@@ -345,17 +374,17 @@ tcp_pp() { # SIZE ITERS [CLIENT_FLAG [SERVER_FLAG]] -> its JSON line (one-way)
 }
 FIRST=host head_row "host limits (bench/)"
 for size in 8 4096; do
-	j=$("$BIN/shm_pingpong" $size $((NL * 5)) 0 1 || true)
+	j=$(reps "$BIN/shm_pingpong" $size $((NL * 5)) 0 1 || true)
 	row "shm line ping-pong $size B p50" "$(jget lat_us.median <<<"$j")"
 	row "shm line ping-pong $size B p99" "$(jget lat_us.p99 <<<"$j")"
-	j=$(tcp_pp $size $NL --spin)
+	j=$(reps tcp_pp $size $NL --spin)
 	row "tcp ping-pong spin $size B p50" "$(jget lat_us.median <<<"$j")"
 	row "tcp ping-pong spin $size B p99" "$(jget lat_us.p99 <<<"$j")"
 done
-while read -r line; do
-	row "memcpy $(sed 's/.*"case":"\([^"]*\)".*/\1/' <<<"$line") GB/s" \
-		"$(jget gb_per_s <<<"$line")"
-done <<<"$(taskset -c 1 "$BIN/memcpy_bw" 0.3)"
+reps taskset -c 1 "$BIN/memcpy_bw" 0.3 >"$tmp/memcpy"
+for c in $(sed -n 's/.*"case":"\([^"]*\)".*/\1/p' "$tmp/memcpy" | awk '!seen[$0]++'); do
+	row "memcpy $c GB/s" "$(grep "\"case\":\"$c\"" "$tmp/memcpy" | jget gb_per_s)"
+done
 
 # Sleeping waiters: the measuring side sleeps for each completion (the
 # server spins, as a NIC serves a READ), beside a blocking TCP ping-pong
@@ -363,7 +392,7 @@ done <<<"$(taskset -c 1 "$BIN/memcpy_bw" 0.3)"
 # Heap buffers: on mapped ones a shm READ completes as it is posted, and
 # nobody sleeps.
 head_row "sleeping waiters" "tcp-block"
-j=$(tcp_pp 4096 $((NL / 4)))
+j=$(reps tcp_pp 4096 $((NL / 4)))
 bm=$(jget lat_us.median <<<"$j") bp=$(jget lat_us.p99 <<<"$j")
 declare -A slept
 for tr in shm tcp; do
@@ -381,7 +410,7 @@ done
 # does: one wake-up per READ, as the goal asks. tcp_pingpong reports half
 # a round trip; a READ's latency is the whole.
 head_row "sleeping, raw round trip" "tcp-rt"
-j=$(tcp_pp 4096 $((NL / 4)) "" --spin)
+j=$(reps tcp_pp 4096 $((NL / 4)) "" --spin)
 twice() { awk -v x="$1" 'BEGIN { if (x == "n/a") print x; else printf "%.3f\n", 2 * x }'; }
 fm=$(twice "$(jget lat_us.median <<<"$j")") fp=$(twice "$(jget lat_us.p99 <<<"$j")")
 for w in sleep fd; do
@@ -405,7 +434,7 @@ if [ -n "$SVG" ]; then
 		for size in 8 64 512 4096 32768 262144; do
 			n=$((NL / 4))
 			r=$(rdmx_run $tr --op write -s $size -n $n | jget lat_us.median)
-			u=$(ucx_lat "$U1" ucp_put_lat $size 50)
+			u=$(med ucx_lat "$U1" ucp_put_lat $size 50)
 			printf '%s\t%s\t%s\t%s\n' $tr $size "$r" "$u" >>"$tmp/curve.tsv"
 		done
 	done
@@ -472,7 +501,8 @@ fi
 
 echo
 echo "ratio = rdmx / peer: at or below 1 is as good or better for latency,"
-echo "at or above 1 for bandwidth. All figures from this one run. Every"
+echo "at or above 1 for bandwidth. All figures from this one run, each the"
+echo "median of $RUNS (the tools' runs one after the other). Every"
 echo "figure spins except the sleeping waiters' (rdmx sleeps per completion,"
 echo "its server spins; the tcp-block ping-pong sleeps on both sides)."
 echo "Percentiles beside UCX's are over the last $LAST samples of each run,"
