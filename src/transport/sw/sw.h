@@ -127,9 +127,12 @@ struct rdmx_sw_ctx {
 	_Atomic unsigned stamp_every; /* rdmx_sw_polled; from STAMP_MIN */
 	_Atomic unsigned empty_polls; /* rdmx_sw_empty_poll */
 	_Atomic uint64_t spin_epoll_us; /* a spinner's last epoll_wait */
-	/* A spinner's last epoll_wait that found nothing: when, and for which
-	 * cq (rdmx_sw_epoll_shared); NULL once one found input. */
+	/* A spinner's last epoll_wait that found nothing: when (0 until the
+	 * first poll it stands for reads the clock), how many polls it stood
+	 * for, and for which cq (rdmx_sw_epoll_shared); NULL once one found
+	 * input. */
 	_Atomic uint64_t empty_epoll_us;
+	_Atomic unsigned empty_epoll_skips;
 	_Atomic(const void *) empty_epoll_for;
 	/* Callers asleep on epfd that serve when woken (rdmx_sw_caller_serves).
 	 */
