@@ -475,7 +475,10 @@ static bool kv_wait_cq(struct rdmx_kv_client *c, double deadline)
 int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		 int timeout_ms)
 {
-	double deadline = kv_client_now_ms() + timeout_ms;
+	/* The clock only once there is something to wait for: a spinner
+	 * polling with timeout 0 read it at every call, ~10% of rdmx kv
+	 * bench's thread at 32 clients x 16 over tcp (perf). */
+	double deadline = 0;
 	int n = 0;
 
 	for (;;) {
@@ -487,6 +490,8 @@ int rdmx_kv_poll(struct rdmx_kv_client *c, struct rdmx_kv_result *res, int max,
 		}
 		if (n || !timeout_ms || c->dead || !c->busy)
 			return n;
+		if (!deadline)
+			deadline = kv_client_now_ms() + timeout_ms;
 		if (kv_wait_cq(c, deadline))
 			return 0;
 	}
