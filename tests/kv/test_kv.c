@@ -6,7 +6,6 @@
  * in the order posted), and a server killed under load.
  */
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -18,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "count_clock.h"
 #include "harness.h"
 #include "rdmx_kv.h"
 
@@ -863,20 +863,6 @@ static void test_kv_batch_gets_see_writes_before_them(void **state)
 	rdmx_kv_close(kc);
 	side_close(&c);
 	kvs_close(&k);
-}
-
-/* clock_gettime calls of this thread, counted by interposing it. */
-static _Thread_local unsigned long clock_reads;
-static int (*real_clock_gettime)(clockid_t, struct timespec *);
-
-int clock_gettime(clockid_t id, struct timespec *ts)
-{
-	if (!real_clock_gettime) /* before any constructor, maybe */
-		real_clock_gettime =
-			(int (*)(clockid_t, struct timespec *))dlsym(
-				RTLD_NEXT, "clock_gettime");
-	clock_reads++;
-	return real_clock_gettime(id, ts);
 }
 
 /*

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <sys/epoll.h>
 
+#include "count_clock.h"
 #include "harness.h"
 #include "core.h"
 #include "sw.h"
@@ -35,33 +36,20 @@ int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 	return real_epoll_wait(epfd, ev, max, timeout);
 }
 
-/* clock_gettime calls of this thread. */
-static _Thread_local unsigned clocks;
-static int (*real_clock_gettime)(clockid_t, struct timespec *);
-
-int clock_gettime(clockid_t id, struct timespec *ts)
-{
-	if (!real_clock_gettime) /* before the constructors, maybe */
-		real_clock_gettime =
-			(int (*)(clockid_t, struct timespec *))dlsym(
-				RTLD_NEXT, "clock_gettime");
-	clocks++;
-	return real_clock_gettime(id, ts);
-}
-
 /* @calls progress calls of a spinner, for cqs[i % ncqs] in turn: looks,
  * and clock readings in *clocks_p. */
 static unsigned spin(struct rdmx_sw_ctx *t, const struct rdmx_cq **cqs,
 		     int ncqs, int calls, unsigned *clocks_p)
 {
-	unsigned before = looks, read = clocks;
+	unsigned before = looks;
+	unsigned long read = clock_reads;
 
 	for (int i = 0; i < calls; i++) {
 		rdmx_progress_cq = cqs[i % ncqs];
 		assert_int_equal(rdmx_sw_progress(t, true), 0);
 	}
 	rdmx_progress_cq = NULL;
-	*clocks_p = clocks - read;
+	*clocks_p = (unsigned)(clock_reads - read);
 	return looks - before;
 }
 
