@@ -32,19 +32,23 @@
 # or "sleep"; then rdmx's latency rows beside UCX again, over all their
 # samples.
 #
-# Every figure is the median of RUNS runs (5 by default, as PEERS.md takes
-# its peers'; 1 with QUICK=1), each tool's runs one after the other: single
-# runs swing by 20% and more here, and a ratio near a goal came and went
-# with them. A run that printed nothing is left out of its median.
+# The whole table is measured RUNS times (5 by default, as PEERS.md takes
+# its peers'; 1 with QUICK=1) and each figure is the median of its runs:
+# single runs swing by 20% and more here, and this host changes its pace
+# for seconds to minutes at a time (its own shm line ping-pong reads 0.04,
+# 0.07 or 0.25 us), so the tools take turns, a run of each per pass, and
+# rdmx's runs and its peers' meet the same host. A run that printed
+# nothing is left out of its median.
 #
 # usage: bench/compare.sh [--json] [--svg FILE]   (QUICK=1 for a short pass,
-#                                                  RUNS=N for N runs a figure)
+#                                                  RUNS=N for N passes)
 #   --json  the table on stderr, and on stdout one JSON object: every row
 #           with its section, label, rdmx figure, peers' figures and ratios
 #   --svg   also WRITE latency against message size (8 B .. 256 KiB), rdmx
 #           and UCX (ucp_put_lat), one panel per transport, drawn to FILE
 # Needs root (unshare). Installs ucx-utils and libfabric-bin, builds rdmx.
 set -euo pipefail
+SELF=$(realpath "$0")
 cd "$(dirname "$0")/.."
 
 if [ -z "${RDMX_BENCH_INNER:-}" ]; then
@@ -54,7 +58,7 @@ if [ -z "${RDMX_BENCH_INNER:-}" ]; then
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
 	done
 	make -s build >/dev/null
-	RDMX_BENCH_INNER=1 exec unshare --net -- "$0" "$@"
+	RDMX_BENCH_INNER=1 exec unshare --net -- "$SELF" "$@"
 fi
 JSON=0 SVG=""
 while [ $# -gt 0 ]; do
@@ -71,6 +75,162 @@ done
 ip link set lo up
 RDMX=build/apps/rdmx
 QUICK=${QUICK:-0}
+RUNS=${RUNS:-$([ "$QUICK" = 1 ] && echo 1 || echo 5)}
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+
+# draw_svg CURVE_TSV FILE CAPTION: WRITE latency against size, from the
+# lines "transport size rdmx_us ucx_us" of CURVE_TSV.
+draw_svg() {
+	$PY - "$1" "$2" "$3" <<'PY'
+import math, sys
+pts = {}
+for line in open(sys.argv[1]):
+    tr, size, r, u = line.split("\t")
+    for who, v in (("rdmx", r), ("ucx", u)):
+        try:
+            pts.setdefault(tr, {}).setdefault(who, []).append((int(size), float(v)))
+        except ValueError:
+            pass
+W, H, PW, PH, L, T = 900, 380, 380, 280, 60, 40
+out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+       'font-family="sans-serif" font-size="12">' % (W, H),
+       '<rect width="100%" height="100%" fill="white"/>']
+colors = {"rdmx": "#d62728", "ucx": "#1f77b4"}
+for k, tr in enumerate(("shm", "tcp")):
+    ox = L + k * (PW + 70)
+    series = pts.get(tr, {})
+    vals = [v for s in series.values() for _, v in s if v > 0] or [1]
+    lo = math.floor(math.log10(min(vals)))
+    hi = math.ceil(math.log10(max(vals)))
+    hi = hi if hi > lo else lo + 1
+    xs = (math.log2(8), math.log2(262144))
+    X = lambda s: ox + (math.log2(s) - xs[0]) / (xs[1] - xs[0]) * PW
+    Y = lambda v: T + PH - (math.log10(v) - lo) / (hi - lo) * PH
+    out.append('<text x="%d" y="%d" font-size="14">%s: WRITE latency, median, '
+               'one-way (us)</text>' % (ox, T - 15, tr))
+    out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" '
+               'stroke="#888"/>' % (ox, T, PW, PH))
+    for e in range(lo, hi + 1):
+        y = Y(10 ** e)
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>'
+                   % (ox, y, ox + PW, y))
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>'
+                   % (ox - 5, y + 4, 10 ** e))
+    for s in (8, 64, 512, 4096, 32768, 262144):
+        lab = "%d B" % s if s < 1024 else "%d KiB" % (s // 1024)
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>'
+                   % (X(s), T + PH + 16, lab))
+    for i, (who, s) in enumerate(sorted(series.items())):
+        s = [(a, v) for a, v in s if v > 0]
+        if not s:
+            continue
+        path = " ".join("%.1f,%.1f" % (X(a), Y(v)) for a, v in s)
+        out.append('<polyline points="%s" fill="none" stroke="%s" '
+                   'stroke-width="2"/>' % (path, colors[who]))
+        for a, v in s:
+            out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>'
+                       '%s %s %d B: %.3f us</title></circle>'
+                       % (X(a), Y(v), colors[who], tr, who, a, v))
+        out.append('<text x="%d" y="%d" fill="%s">%s</text>'
+                   % (ox + 10, T + 16 + 14 * i, colors[who], who))
+out.append('<text x="%d" y="%d" fill="#555">message size (log); %s; both '
+           'sides spin</text>' % (L, H - 10, sys.argv[3]))
+out.append("</svg>")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+}
+
+footer() { # RUNS
+	echo
+	echo "ratio = rdmx / peer: at or below 1 is as good or better for latency,"
+	echo "at or above 1 for bandwidth. All figures from this one invocation,"
+	if [ "$1" -gt 1 ]; then
+		echo "each the median of $1 passes over the whole table (the tools take"
+		echo "turns, a run each a pass). Every figure spins except the sleeping"
+	else
+		echo "one pass over the table. Every figure spins except the sleeping"
+	fi
+	echo "waiters' (rdmx sleeps per completion, its server spins; the"
+	echo "tcp-block ping-pong sleeps on both sides)."
+	echo "Percentiles beside UCX's are over the last 2048 samples of each run,"
+	echo "as ucx_perftest takes its own; \"rdmx, every sample\" has rdmx's over"
+	echo "all the samples of the same runs."
+}
+
+# RUNS passes: this script again for each (RUNS=1, its rows in JSON), then
+# the medians, printed as one pass prints its table.
+if [ "$RUNS" -gt 1 ] && [ -z "${COMPARE_PASSES:-}" ]; then
+	passes=$(mktemp -d)
+	trap 'rm -rf "$passes"' EXIT
+	for k in $(seq "$RUNS"); do
+		echo "compare.sh: pass $k of $RUNS" >&2
+		COMPARE_PASSES=$passes COMPARE_PASS=$k RUNS=1 "$SELF" --json \
+			${SVG:+--svg "$passes/pass.svg"} >"$passes/rows.$k.json" \
+			2>"$passes/table.$k" || true
+	done
+	$PY - "$passes" "$RUNS" "$JSON" <<'PY'
+import glob, json, os, statistics, sys
+d, runs, want_json = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+order, rows = [], {}
+for f in sorted(glob.glob(os.path.join(d, "rows.*.json"))):
+    try:
+        data = json.load(open(f))
+    except ValueError:
+        continue
+    for r in data["rows"]:
+        key = (r["section"], r["label"])
+        first = "host" if "host" in r else "rdmx"
+        if key not in rows:
+            order.append(key)
+            rows[key] = {"first": first, "vals": [], "peers": {}}
+        rows[key]["vals"].append(r[first])
+        for p, v in r["peers"].items():
+            rows[key]["peers"].setdefault(p, []).append(v)
+def med(vs):
+    vs = [v for v in vs if v is not None]
+    return round(statistics.median(vs), 3) if vs else None
+fmt = lambda v: "n/a" if v is None else "%.3f" % v
+out, section = [], None
+for key in order:
+    r = rows[key]
+    v = med(r["vals"])
+    peers = {p: med(vs) for p, vs in r["peers"].items()}
+    if key[0] != section:
+        section = key[0]
+        print("\n%-26s %9s" % (section, r["first"]) +
+              "".join(" %9s %6s" % (p, "ratio") for p in peers))
+    ratios = {p: (round(v / pv, 3) if v is not None and pv else None)
+              for p, pv in peers.items()}
+    print("%-26s %9s" % (key[1], fmt(v)) + "".join(
+        " %9s %6s" % (fmt(pv), "-" if ratios[p] is None else "%.2f" % ratios[p])
+        for p, pv in peers.items()))
+    out.append({"section": key[0], "label": key[1], r["first"]: v,
+                "peers": peers, "ratios": ratios})
+if want_json:
+    with os.fdopen(3, "w") as f:
+        json.dump({"runs": runs, "rows": out}, f, indent=1)
+        f.write("\n")
+PY
+	if [ -n "$SVG" ]; then
+		# The curve's medians, point by point.
+		cat "$passes"/curve.*.tsv 2>/dev/null | $PY -c 'import statistics, sys
+pts = {}
+for line in sys.stdin:
+    tr, size, r, u = line.rstrip("\n").split("\t")
+    p = pts.setdefault((tr, int(size)), ([], []))
+    for i, v in enumerate((r, u)):
+        try: p[i].append(float(v))
+        except ValueError: pass
+for (tr, size), (r, u) in sorted(pts.items()):
+    m = lambda vs: "%.3f" % statistics.median(vs) if vs else "n/a"
+    print("%s\t%d\t%s\t%s" % (tr, size, m(r), m(u)))' >"$passes/curve.tsv"
+		draw_svg "$passes/curve.tsv" "$SVG" "medians of $RUNS runs of bench/compare.sh"
+		echo "wrote $SVG"
+	fi
+	footer "$RUNS"
+	exit 0
+fi
 NL=20000 NB64=20000 NB1M=1000
 LAST=2048 # ucx_perftest's TIMING_QUEUE_SIZE: the samples its -R reads
 declare -A whole # rdmx's figure over the whole run, by row label
@@ -84,8 +244,7 @@ lastkey() { # KEY LABEL JSON
 	r=$(jget "last.$1" <<<"$3")
 }
 [ "$QUICK" = 1 ] && NL=4000 NB64=4000 NB1M=300
-RUNS=${RUNS:-$([ "$QUICK" = 1 ] && echo 1 || echo 5)}
-port=21000
+port=$((21000 + ${COMPARE_PASS:-0} * 500)) # a pass's own: none in TIME_WAIT
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
@@ -95,29 +254,10 @@ next_port() { port=$((port + 1)); }
 # and is read once the run is over. A parser at the end of its pipe starts
 # with it, and python3 may be a pyenv shim that takes ~0.5 s of CPU to
 # start: a 1 MiB shm WRITE run read 22 GB/s beside it, 43 alone.
-PY=/usr/bin/python3
-[ -x $PY ] || PY=python3
-# reps CMD ARGS...: CMD's output, RUNS times over, a line (of JSON) a run.
-reps() {
-	local i
-	for ((i = 0; i < RUNS; i++)); do
-		"$@"
-		echo
-	done
-}
-# med CMD ARGS...: the median of RUNS runs of CMD, each printing a number.
-med() {
-	local i out
-	for ((i = 0; i < RUNS; i++)); do
-		out=$("$@")
-		[[ $out =~ ^[0-9]+\.?[0-9]*$ ]] && echo "$out"
-	done | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
-		else if (NR) printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-# rdmx_run TRANSPORT ARGS... -> the client's JSON line, a line a run (RUNS).
-# Buffers from rdmx_mem_alloc on both sides (bench's default), or with
-# MEM=malloc from the heap on both.
-rdmx_once() {
+# rdmx_run TRANSPORT ARGS... -> the client's JSON line. Buffers from
+# rdmx_mem_alloc on both sides (bench's default), or with MEM=malloc from
+# the heap on both.
+rdmx_run() {
 	local t=$1
 	shift
 	next_port
@@ -129,17 +269,12 @@ rdmx_once() {
 	wait 2>/dev/null || true
 	cat "$tmp/cli"
 }
-rdmx_run() { reps rdmx_once "$@"; }
-# jget KEY: KEY's median over the JSON lines on stdin (the runs), or n/a.
-jget() { $PY -c 'import json,statistics,sys
-vals=[]
-for line in sys.stdin:
-    try:
-        v=json.loads(line)
-        for k in sys.argv[1].split("."): v=v[k]
-        vals.append(float(v))
-    except Exception: pass
-print(f"{statistics.median(vals):.3f}" if vals else "n/a")' "$1"; }
+jget() { $PY -c 'import json,sys
+try:
+    d=json.loads(sys.stdin.read()); v=d
+    for k in sys.argv[1].split("."): v=v[k]
+    print(f"{v:.3f}")
+except Exception: print("n/a")' "$1"; }
 
 # ucx ENV TEST SIZE EXTRA... -> the "Final:" line
 ucx_run() {
@@ -214,16 +349,16 @@ for tr in shm tcp; do
 	fi
 	for size in 8 4096; do
 		j=$(rdmx_run $tr --op send -s $size -n $NL --last $LAST)
-		f=$(med fi_lat $FP $FE $size)
+		f=$(fi_lat $FP $FE $size)
 		for pct in 50 99; do
 			key=median
 			[ $pct = 99 ] && key=p99
 			lastkey $key "$tr send $size B p$pct us" "$j"
-			p1=$(med ucx_lat "$U1" tag_lat $size $pct)
+			p1=$(ucx_lat "$U1" tag_lat $size $pct)
 			fcol="$f"
 			[ $pct = 99 ] && fcol=""
 			if [ $tr = shm ]; then
-				p2=$(med ucx_lat "$U2" tag_lat $size $pct)
+				p2=$(ucx_lat "$U2" tag_lat $size $pct)
 				row "send $size B p$pct us (fi avg)" "$r" "$p1" "$p2" "$fcol"
 			else
 				row "send $size B p$pct us (fi avg)" "$r" "$p1" "$fcol"
@@ -234,9 +369,9 @@ for tr in shm tcp; do
 			key=median
 			[ $pct = 99 ] && key=p99
 			lastkey $key "$tr write $size B p$pct us" "$j"
-			p1=$(med ucx_lat "$U1" ucp_put_lat $size $pct)
+			p1=$(ucx_lat "$U1" ucp_put_lat $size $pct)
 			if [ $tr = shm ]; then
-				p2=$(med ucx_lat "$U2" ucp_put_lat $size $pct)
+				p2=$(ucx_lat "$U2" ucp_put_lat $size $pct)
 				row "write $size B p$pct us" "$r" "$p1" "$p2"
 			else
 				row "write $size B p$pct us" "$r" "$p1"
@@ -248,9 +383,9 @@ for tr in shm tcp; do
 		[ $size = 1048576 ] && n=$NB1M depth=16
 		r=$(rdmx_run $tr --op write --bw -s $size -n $n -t $depth | jget gb_per_s)
 		[ $tr = tcp ] && [ $size = 1048576 ] && tcp_w1m=$r # beside qperf
-		p1=$(med ucx_bw "$U1" $size $n)
+		p1=$(ucx_bw "$U1" $size $n)
 		if [ $tr = shm ]; then
-			p2=$(med ucx_bw "$U2" $size $n)
+			p2=$(ucx_bw "$U2" $size $n)
 			row "write $size B GB/s" "$r" "$p1" "$p2"
 		else
 			row "write $size B GB/s" "$r" "$p1"
@@ -304,10 +439,10 @@ for tr in shm tcp; do
 			[ $pct = 99.9 ] && key=p99_9
 			lastkey $key "$tr $name p$pct us" "$j"
 			# shellcheck disable=SC2086
-			p1=$(med ucx_batch "$U1" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
+			p1=$(ucx_batch "$U1" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
 			if [ $tr = shm ]; then
 				# shellcheck disable=SC2086
-				p2=$(med ucx_batch "$U2" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
+				p2=$(ucx_batch "$U2" -t $ut -s $size $extra -n $NL -w $((NL / 10)) -R $pct)
 				row "$name p$pct us" "$r" "$p1" "$p2"
 			else
 				row "$name p$pct us" "$r" "$p1"
@@ -337,12 +472,12 @@ for tr in shm tcp; do
 		n=$NB64 depth=64
 		[ $size = 1048576 ] && n=$NB1M depth=16
 		r=$(rdmx_run $tr --op read --bw -s $size -n $n -t $depth | jget gb_per_s)
-		p1=$(COL=7 med ucx_batch "$U1" -t ucp_get -s $size -n $n | gbps)
+		p1=$(COL=7 ucx_batch "$U1" -t ucp_get -s $size -n $n | gbps)
 		if [ $tr = shm ]; then
-			p2=$(COL=7 med ucx_batch "$U2" -t ucp_get -s $size -n $n | gbps)
+			p2=$(COL=7 ucx_batch "$U2" -t ucp_get -s $size -n $n | gbps)
 			row "read $size B GB/s" "$r" "$p1" "$p2"
 		elif [ $size = 1048576 ]; then
-			q=$(med qperf_bw 1M)
+			q=$(qperf_bw 1M)
 			row "read $size B GB/s" "$r" "$p1" "$q"
 			row "write $size B GB/s" "${tcp_w1m:-}" "" "$q"
 		else
@@ -374,17 +509,17 @@ tcp_pp() { # SIZE ITERS [CLIENT_FLAG [SERVER_FLAG]] -> its JSON line (one-way)
 }
 FIRST=host head_row "host limits (bench/)"
 for size in 8 4096; do
-	j=$(reps "$BIN/shm_pingpong" $size $((NL * 5)) 0 1 || true)
+	j=$("$BIN/shm_pingpong" $size $((NL * 5)) 0 1 || true)
 	row "shm line ping-pong $size B p50" "$(jget lat_us.median <<<"$j")"
 	row "shm line ping-pong $size B p99" "$(jget lat_us.p99 <<<"$j")"
-	j=$(reps tcp_pp $size $NL --spin)
+	j=$(tcp_pp $size $NL --spin)
 	row "tcp ping-pong spin $size B p50" "$(jget lat_us.median <<<"$j")"
 	row "tcp ping-pong spin $size B p99" "$(jget lat_us.p99 <<<"$j")"
 done
-reps taskset -c 1 "$BIN/memcpy_bw" 0.3 >"$tmp/memcpy"
-for c in $(sed -n 's/.*"case":"\([^"]*\)".*/\1/p' "$tmp/memcpy" | awk '!seen[$0]++'); do
-	row "memcpy $c GB/s" "$(grep "\"case\":\"$c\"" "$tmp/memcpy" | jget gb_per_s)"
-done
+while read -r line; do
+	row "memcpy $(sed 's/.*"case":"\([^"]*\)".*/\1/' <<<"$line") GB/s" \
+		"$(jget gb_per_s <<<"$line")"
+done <<<"$(taskset -c 1 "$BIN/memcpy_bw" 0.3)"
 
 # Sleeping waiters: the measuring side sleeps for each completion (the
 # server spins, as a NIC serves a READ), beside a blocking TCP ping-pong
@@ -392,7 +527,7 @@ done
 # Heap buffers: on mapped ones a shm READ completes as it is posted, and
 # nobody sleeps.
 head_row "sleeping waiters" "tcp-block"
-j=$(reps tcp_pp 4096 $((NL / 4)))
+j=$(tcp_pp 4096 $((NL / 4)))
 bm=$(jget lat_us.median <<<"$j") bp=$(jget lat_us.p99 <<<"$j")
 declare -A slept
 for tr in shm tcp; do
@@ -410,7 +545,7 @@ done
 # does: one wake-up per READ, as the goal asks. tcp_pingpong reports half
 # a round trip; a READ's latency is the whole.
 head_row "sleeping, raw round trip" "tcp-rt"
-j=$(reps tcp_pp 4096 $((NL / 4)) "" --spin)
+j=$(tcp_pp 4096 $((NL / 4)) "" --spin)
 twice() { awk -v x="$1" 'BEGIN { if (x == "n/a") print x; else printf "%.3f\n", 2 * x }'; }
 fm=$(twice "$(jget lat_us.median <<<"$j")") fp=$(twice "$(jget lat_us.p99 <<<"$j")")
 for w in sleep fd; do
@@ -434,80 +569,19 @@ if [ -n "$SVG" ]; then
 		for size in 8 64 512 4096 32768 262144; do
 			n=$((NL / 4))
 			r=$(rdmx_run $tr --op write -s $size -n $n | jget lat_us.median)
-			u=$(med ucx_lat "$U1" ucp_put_lat $size 50)
+			u=$(ucx_lat "$U1" ucp_put_lat $size 50)
 			printf '%s\t%s\t%s\t%s\n' $tr $size "$r" "$u" >>"$tmp/curve.tsv"
 		done
 	done
-	$PY - "$tmp/curve.tsv" "$SVG" <<'PY'
-import math, sys
-pts = {}
-for line in open(sys.argv[1]):
-    tr, size, r, u = line.split("\t")
-    for who, v in (("rdmx", r), ("ucx", u)):
-        try:
-            pts.setdefault(tr, {}).setdefault(who, []).append((int(size), float(v)))
-        except ValueError:
-            pass
-W, H, PW, PH, L, T = 900, 380, 380, 280, 60, 40
-out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-       'font-family="sans-serif" font-size="12">' % (W, H),
-       '<rect width="100%" height="100%" fill="white"/>']
-colors = {"rdmx": "#d62728", "ucx": "#1f77b4"}
-for k, tr in enumerate(("shm", "tcp")):
-    ox = L + k * (PW + 70)
-    series = pts.get(tr, {})
-    vals = [v for s in series.values() for _, v in s if v > 0] or [1]
-    lo = math.floor(math.log10(min(vals)))
-    hi = math.ceil(math.log10(max(vals)))
-    hi = hi if hi > lo else lo + 1
-    xs = (math.log2(8), math.log2(262144))
-    X = lambda s: ox + (math.log2(s) - xs[0]) / (xs[1] - xs[0]) * PW
-    Y = lambda v: T + PH - (math.log10(v) - lo) / (hi - lo) * PH
-    out.append('<text x="%d" y="%d" font-size="14">%s: WRITE latency, median, '
-               'one-way (us)</text>' % (ox, T - 15, tr))
-    out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" '
-               'stroke="#888"/>' % (ox, T, PW, PH))
-    for e in range(lo, hi + 1):
-        y = Y(10 ** e)
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>'
-                   % (ox, y, ox + PW, y))
-        out.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>'
-                   % (ox - 5, y + 4, 10 ** e))
-    for s in (8, 64, 512, 4096, 32768, 262144):
-        lab = "%d B" % s if s < 1024 else "%d KiB" % (s // 1024)
-        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>'
-                   % (X(s), T + PH + 16, lab))
-    for i, (who, s) in enumerate(sorted(series.items())):
-        s = [(a, v) for a, v in s if v > 0]
-        if not s:
-            continue
-        path = " ".join("%.1f,%.1f" % (X(a), Y(v)) for a, v in s)
-        out.append('<polyline points="%s" fill="none" stroke="%s" '
-                   'stroke-width="2"/>' % (path, colors[who]))
-        for a, v in s:
-            out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>'
-                       '%s %s %d B: %.3f us</title></circle>'
-                       % (X(a), Y(v), colors[who], tr, who, a, v))
-        out.append('<text x="%d" y="%d" fill="%s">%s</text>'
-                   % (ox + 10, T + 16 + 14 * i, colors[who], who))
-out.append('<text x="%d" y="%d" fill="#555">message size (log); all figures '
-           'from one run of bench/compare.sh; both sides spin</text>'
-           % (L, H - 10))
-out.append("</svg>")
-open(sys.argv[2], "w").write("\n".join(out) + "\n")
-PY
-	echo "wrote $SVG"
+	if [ -n "${COMPARE_PASSES:-}" ]; then # the passes' medians draw it
+		cp "$tmp/curve.tsv" "$COMPARE_PASSES/curve.$COMPARE_PASS.tsv"
+	else
+		draw_svg "$tmp/curve.tsv" "$SVG" "all figures from one run of bench/compare.sh"
+		echo "wrote $SVG"
+	fi
 fi
 
-echo
-echo "ratio = rdmx / peer: at or below 1 is as good or better for latency,"
-echo "at or above 1 for bandwidth. All figures from this one run, each the"
-echo "median of $RUNS (the tools' runs one after the other). Every"
-echo "figure spins except the sleeping waiters' (rdmx sleeps per completion,"
-echo "its server spins; the tcp-block ping-pong sleeps on both sides)."
-echo "Percentiles beside UCX's are over the last $LAST samples of each run,"
-echo "as ucx_perftest takes its own; \"rdmx, every sample\" has rdmx's over"
-echo "all $NL of the same runs."
+footer 1
 
 if [ $JSON = 1 ]; then
 	$PY - "$tmp/rows.tsv" >&3 <<'PY'
