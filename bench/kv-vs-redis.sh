@@ -23,9 +23,10 @@
 # one thread serves its own: the "waits" column says which (a cross-core
 # wake costs ~50 us on these VMs).
 #
-# Each row's figures are the medians of RUNS runs (3 by default; PEERS.md
-# takes 5): the tools take turns within a run, Redis's first, so that each
-# ratio compares runs made within seconds of each other. Single runs
+# Each row's figures are the medians of RUNS runs (5 by default, as
+# PEERS.md takes its peers'; ~3 minutes in all here): the tools take turns,
+# Redis's first, so that each ratio compares runs made within seconds of
+# each other. Single runs
 # swing by 20% here, and a ratio near a goal came and went with them.
 #
 # usage: bench/kv-vs-redis.sh          (N=20000 for a short pass, RUNS=1
@@ -43,7 +44,7 @@ RDMX=build/apps/rdmx
 FLOOR=build/bench/tcp_reqresp
 STALLS=build/bench/host_stalls
 N=${N:-100000}
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
 KEYS=10000
 tmp=$(mktemp -d)
 pids=()
