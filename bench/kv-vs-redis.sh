@@ -137,12 +137,18 @@ for op in get set; do
 	for c in 1 32; do
 		for P in 1 16; do
 			for t in "${tools[@]}"; do : >"$tmp/runs.$t"; done
+			# A run that fails prints nothing and says so; the
+			# others go on.
 			for _ in $(seq "$RUNS"); do
-				rb "$rport" "$op" "$c" "$P" >>"$tmp/runs.redis"
-				rb "$resp" "$op" "$c" "$P" >>"$tmp/runs.resp"
-				kb shm "$op" "$c" "$P" >>"$tmp/runs.shm"
-				kb tcp "$op" "$c" "$P" >>"$tmp/runs.tcp"
-				tf "$op" "$c" "$P" >>"$tmp/runs.floor"
+				for t in "${tools[@]}"; do
+					case $t in
+					redis) rb "$rport" "$op" "$c" "$P" ;;
+					resp) rb "$resp" "$op" "$c" "$P" ;;
+					shm | tcp) kb "$t" "$op" "$c" "$P" ;;
+					floor) tf "$op" "$c" "$P" ;;
+					esac >>"$tmp/runs.$t" ||
+						echo "kv-vs-redis: a $t run of $op $c x $P failed" >&2
+				done
 			done
 			read -r r_ops r_50 r_99 < <(median_of "$tmp/runs.redis")
 			row() { # tool ops p50 p99 waits
