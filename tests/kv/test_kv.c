@@ -868,7 +868,7 @@ static void test_kv_batch_gets_see_writes_before_them(void **state)
 /*
  * A caller spinning on rdmx_kv_poll with timeout 0 is not made to read
  * the clock (~20 ns) at each call: it read it for a deadline it never
- * waited for, ~5% of rdmx kv bench's thread over tcp. What the transport
+ * waited for, 4.5% of rdmx kv bench's samples over tcp. What the transport
  * reads now and then (the progress thread's stamp) stays well under.
  */
 static void test_kv_poll_spins_without_clock(void **state)
