@@ -292,11 +292,12 @@ void rdmx_shm_remote_attach(struct rdmx_conn *conn,
 			    const struct rdmx_remote *remote)
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
+	struct rdmx_shm_pipe *p = to_shm_pipe(c);
 	struct rdmx_mem_view v;
 
 	rdmx_spin_lock(&c->lock);
-	if (!c->dead && rdmx_shm_grant(to_shm_pipe(c), remote->rkey, &v))
-		(void)rdmx_shm_block(to_shm_pipe(c), &v);
+	if (!c->dead && rdmx_shm_grant(p, remote->rkey, &v))
+		(void)rdmx_shm_block(p, &v);
 	rdmx_sw_unlock(c);
 }
 

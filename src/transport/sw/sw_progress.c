@@ -1103,7 +1103,7 @@ int rdmx_sw_progress(void *priv, bool spinning)
 {
 	struct rdmx_sw_ctx *tctx = priv;
 	struct epoll_event ev[32];
-	bool hold;
+	bool rings = tctx->tp->pipe->ready != NULL, hold;
 	int n;
 
 	if (!tctx->thread_running)
@@ -1116,7 +1116,7 @@ int rdmx_sw_progress(void *priv, bool spinning)
 		rdmx_sw_release_acks_due(tctx);
 	else
 		rdmx_sw_release_acks(tctx);
-	if (tctx->tp->pipe->ready) {
+	if (rings) {
 		n = rdmx_sw_poll_ready(tctx, hold);
 		if (n)
 			return n;
@@ -1127,7 +1127,7 @@ int rdmx_sw_progress(void *priv, bool spinning)
 		return 0;
 	}
 	n = epoll_wait(tctx->epfd, ev, 32, 0);
-	if (!tctx->tp->pipe->ready)
+	if (!rings)
 		rdmx_sw_epoll_seen(tctx, n);
 	return n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 }
