@@ -56,15 +56,22 @@ static void burst(const char *transport)
 		sg = sge_of(&in, (size_t)i * 64, 64);
 		assert_int_equal(rdmx_post_recv(p.sconn, &sg, 1, i), RDMX_OK);
 	}
-	/* The client takes in its credits. */
-	while (c->peer_credits < DEPTH) {
+	/*
+	 * The client takes in the credits told. A receiver that posts many
+	 * RECVs at once tells the last ones as the first are spent (half
+	 * of them at least at once: rdmx_sw_grant_due); those SENDs wait
+	 * in the send queue, their requests allocated all the same.
+	 */
+	while (c->peer_credits < to_sw_conn(p.sconn)->granted_total) {
 		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
 		assert_true(now_s() < end);
 	}
+	assert_true(c->peer_credits >= DEPTH / 2);
 	sg = sge_of(&out, 0, 64);
 	for (int i = 0; i < DEPTH; i++)
 		assert_int_equal(rdmx_post_send(p.cconn, &sg, i), RDMX_OK);
-	assert_int_equal(c->inflight_n, DEPTH);
+	assert_true(c->inflight_n >= DEPTH / 2);
+	assert_int_equal(c->inflight_n + c->sq_needy, DEPTH);
 	while (sends < DEPTH || recvs < DEPTH) {
 		wc = take(&p, &server);
 		assert_int_equal(wc.status, RDMX_OK);

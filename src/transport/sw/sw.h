@@ -285,6 +285,9 @@ struct rdmx_sw_conn {
 	 */
 	uint64_t rx_total, tx_total, seen_rx, seen_tx;
 	uint64_t tx_sends; /* pipe sendv calls that sent (tests read it) */
+	/* CREDIT frames that went alone; tests read it while a progress
+	 * thread sends, so atomic (relaxed) */
+	_Atomic uint64_t tx_bare_credits;
 	uint64_t heard_us, moved_us, sent_us;
 	unsigned suspect;
 
