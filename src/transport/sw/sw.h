@@ -138,6 +138,7 @@ struct rdmx_sw_ctx {
 	 */
 	atomic_int sleepers;
 	atomic_bool backing_off;
+	_Atomic unsigned take_overs; /* back-offs the thread ended (tests) */
 	/*
 	 * The connections that hold ACKs back (rdmx_sw_release_acks), each
 	 * with a reference: a stack that holders push onto and a release

@@ -1253,6 +1253,30 @@ int rdmx_sw_progress_fd(void *priv)
  */
 #define RDMX_SW_LOOK_US (50 * 1000)
 
+/*
+ * The caller's stamp is older than progress.idle_after: has it gone, or
+ * do its calls just come slower than when its stamp interval grew (one
+ * call in up to RDMX_SW_STAMP_MAX)? rdmx kv bench's client, its polls
+ * empty and fast while the server lagged, then each taking many answers,
+ * stamped more than a millisecond apart: the thread took over, no ACK or
+ * grant could wait for a frame any more, each went alone, the polls got
+ * slower still, and the thread kept coming back (~740 wake-ups a second,
+ * 1 run in 6 over tcp at 32 x 16). So watch its call count for
+ * idle_after: if it moved, it is there. 1 when it moved, 0 when not, -1
+ * when kicked (idle() or exit) meanwhile.
+ */
+static int rdmx_sw_still_polling(struct rdmx_sw_ctx *tctx, struct pollfd *pfd,
+				 uint64_t quiet)
+{
+	unsigned n =
+		atomic_load_explicit(&tctx->app_polls, memory_order_relaxed);
+
+	if (poll(pfd, 1, (int)(quiet / 1000) + 1) > 0)
+		return -1;
+	return atomic_load_explicit(&tctx->app_polls, memory_order_relaxed) !=
+	       n;
+}
+
 static bool rdmx_sw_back_off(struct rdmx_sw_ctx *tctx, uint64_t last)
 {
 	uint64_t quiet = tctx->ctx->cfg.progress_idle_after_us;
@@ -1267,8 +1291,18 @@ static bool rdmx_sw_back_off(struct rdmx_sw_ctx *tctx, uint64_t last)
 		uint64_t now = rdmx_now_us(), wait;
 
 		last = atomic_load(&tctx->app_poll_us);
-		if (!rdmx_sw_callers_serve(tctx, last, now))
-			break;
+		if (!rdmx_sw_callers_serve(tctx, last, now)) {
+			/* A stamp idle() cleared (0) means gone: no watch. */
+			int moved = last && quiet
+					    ? rdmx_sw_still_polling(tctx, &pfd,
+								    quiet)
+					    : 0;
+
+			if (moved < 0)
+				exit = rdmx_sw_kicked(tctx);
+			if (moved <= 0)
+				break;
+		}
 		wait = last && last + quiet > now ? last + quiet - now : 0;
 		if (wait < RDMX_SW_LOOK_US)
 			wait = RDMX_SW_LOOK_US;
@@ -1279,6 +1313,11 @@ static bool rdmx_sw_back_off(struct rdmx_sw_ctx *tctx, uint64_t last)
 		}
 	}
 	atomic_store(&tctx->backing_off, false);
+	atomic_store_explicit(&tctx->take_overs,
+			      atomic_load_explicit(&tctx->take_overs,
+						   memory_order_relaxed) +
+				      1,
+			      memory_order_relaxed);
 	return exit;
 }
 
