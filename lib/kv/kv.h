@@ -40,12 +40,15 @@ void kv_store_lock(struct kv_store *s);
 void kv_store_unlock(struct kv_store *s);
 /*
  * Start loading what lookups of @n keys (at most KV_PREFETCH) will touch:
- * their buckets, then the first item of each. A batch of requests then
- * waits for its cache misses together, not one after another.
+ * their buckets, then the first item of each, then, where @value[i], the
+ * first KV_PREFETCH_VALUE bytes of its value (a GET's, which its WRITE
+ * copies). A batch of requests then waits for its cache misses together,
+ * not one after another.
  */
 #define KV_PREFETCH 32
+#define KV_PREFETCH_VALUE 512
 void kv_store_prefetch(struct kv_store *s, const uint8_t *const *keys,
-		       const uint16_t *klens, int n);
+		       const uint16_t *klens, const bool *value, int n);
 /* The item of @key with a reference taken (kv_unref it), or NULL. */
 struct kv_item *kv_get(struct kv_store *s, const void *key, size_t klen);
 /*

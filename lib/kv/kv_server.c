@@ -812,6 +812,7 @@ static void kv_prefetch(struct kv_worker *w, const struct rdmx_completion *wc,
 {
 	const uint8_t *keys[KV_PREFETCH];
 	uint16_t klens[KV_PREFETCH];
+	bool value[KV_PREFETCH];
 	int m = 0;
 
 	for (int i = 0; i < n && m < KV_PREFETCH; i++) {
@@ -824,12 +825,13 @@ static void kv_prefetch(struct kv_worker *w, const struct rdmx_completion *wc,
 				   &r))
 			continue;
 		keys[m] = r.key;
+		value[m] = r.op == KV_OP_GET;
 		klens[m++] = r.key_len;
 	}
 	if (m < 2) /* alone, it would wait for its misses all the same */
 		return;
 	kv_store_lock(w->srv->store);
-	kv_store_prefetch(w->srv->store, keys, klens, m);
+	kv_store_prefetch(w->srv->store, keys, klens, value, m);
 	kv_store_unlock(w->srv->store);
 }
 

@@ -237,7 +237,7 @@ static struct kv_item **kv_slot(struct kv_store *s, const void *key,
 }
 
 void kv_store_prefetch(struct kv_store *s, const uint8_t *const *keys,
-		       const uint16_t *klens, int n)
+		       const uint16_t *klens, const bool *value, int n)
 {
 	struct kv_item **b[KV_PREFETCH];
 
@@ -253,6 +253,17 @@ void kv_store_prefetch(struct kv_store *s, const uint8_t *const *keys,
 			__builtin_prefetch(&it->hash);
 			__builtin_prefetch(it->key + klens[i]);
 		}
+	}
+	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
+		const struct kv_item *it = value[i] ? *b[i] : NULL;
+		uint64_t len;
+
+		if (!it || it->off >= s->pool_len)
+			continue;
+		len = it->vlen < KV_PREFETCH_VALUE ? it->vlen
+						   : KV_PREFETCH_VALUE;
+		for (uint64_t k = 0; k < len; k += 64)
+			__builtin_prefetch(s->pool + it->off + k);
 	}
 }
 
