@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lambda.h"
 
 static void usage(FILE *f)
 {
@@ -23,6 +24,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* A lambda call's own process (lib/lambda), started by a server. */
+	if (argc == 2 && !strcmp(argv[1], LAMBDA_CHILD_ARG))
+		lambda_child_main();
 	if (argc < 2) {
 		usage(stderr);
 		return 1;

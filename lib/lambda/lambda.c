@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/lambda - the sandbox. The parent forks one child per call and waits
- * on a pipe for its one answer: a status, a length and the bytes (result or
- * message). Every limit ends the child from inside (the hook or the
- * allocator writes the answer and _exit()s), so no pcall in the lambda can
- * catch it; the parent kills a child that misses the wall clock anyway.
+ * lib/lambda - the sandbox. The parent starts one child per call (fork,
+ * then exec of its own program: lambda_child_main) and waits on a pipe for
+ * its one answer: a status, a length and the bytes (result or message).
+ * Every limit ends the child from inside (the hook or the allocator writes
+ * the answer and _exit()s), so no pcall in the lambda can catch it; the
+ * parent kills a child that misses the wall clock anyway.
+ *
+ * Why exec: the server has other threads (rdmx's), and a fork copies the
+ * locks they held at that instant. A child of an ASan build hung in
+ * calloc (libseccomp's, under the sanitizer's allocator lock) about once
+ * in 80 calls under load, and was killed at the wall clock. Between fork
+ * and exec the child makes only async-signal-safe calls; the new image
+ * has no lock held and none of the server's memory either.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -23,6 +31,7 @@
 #include <linux/close_range.h>
 #include <seccomp.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -218,8 +227,10 @@ static void lambda_open_sandbox(lua_State *L)
 
 /* ---- the child's confinement -------------------------------------------- */
 
-/* The answer pipe's number in the child; 0-2 are /dev/null. */
+/* The answer pipe's number in the child; 0-2 are /dev/null. The
+ * request (struct lambda_req) comes on the next until it is read. */
 #define LAMBDA_CHILD_FD 3
+#define LAMBDA_REQ_FD (LAMBDA_CHILD_FD + 1)
 
 static void lambda_limit(int what, rlim_t v)
 {
@@ -383,7 +394,7 @@ static _Noreturn void lambda_child_lua(struct lambda_child *c,
 	lambda_reply(c->fd, LAMBDA_OK, res, len);
 }
 
-/* The child has its own copy of call->out to write into. */
+/* The child has its own call->out to write into. */
 static _Noreturn void lambda_child_native(struct lambda_child *c,
 					  rdmx_lambda_fn *fn,
 					  const struct lambda_call *call)
@@ -591,6 +602,84 @@ static rdmx_lambda_fn *lambda_native_find(const struct lambda_natives *nat,
 	return NULL;
 }
 
+/* ---- the call's process ------------------------------------------------- */
+
+#define LAMBDA_REQ_MAGIC 0x726c6d31u /* "rlm1" */
+#define LAMBDA_REQ_MAX (1ull << 32) /* code or input */
+
+/* What the parent hands the call's process, then the code and the input. */
+struct lambda_req {
+	uint32_t magic, kind;
+	uint64_t code_len, input_len, out_max, deadline_ms;
+	struct lambda_limits lim;
+	char dir[256]; /* the native functions' directory, or "" */
+};
+
+static bool lambda_req_read(int fd, void *p, size_t len)
+{
+	char *c = p;
+
+	while (len) {
+		ssize_t n = read(fd, c, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		c += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+_Noreturn int lambda_child_main(void)
+{
+	struct lambda_req r;
+	struct lambda_child c = { .fd = LAMBDA_CHILD_FD };
+	struct lambda_natives *nat = NULL;
+	rdmx_lambda_fn *fn = NULL;
+	struct lambda_call call;
+	char why[LAMBDA_MSG_MAX] = "";
+	char *code, *input, *out;
+
+	if (!lambda_req_read(LAMBDA_REQ_FD, &r, sizeof(r)) ||
+	    r.magic != LAMBDA_REQ_MAGIC || r.code_len > LAMBDA_REQ_MAX ||
+	    r.input_len > LAMBDA_REQ_MAX)
+		lambda_replyf(c.fd, LAMBDA_CRASHED,
+			      "no request from the server");
+	r.dir[sizeof(r.dir) - 1] = '\0';
+	code = malloc(r.code_len + 1);
+	input = malloc(r.input_len + 1);
+	out = malloc(r.out_max ? r.out_max : 1);
+	if (!code || !input || !out)
+		lambda_replyf(c.fd, LAMBDA_MEMORY, "no memory for the call");
+	if (!lambda_req_read(LAMBDA_REQ_FD, code, r.code_len) ||
+	    !lambda_req_read(LAMBDA_REQ_FD, input, r.input_len))
+		lambda_replyf(c.fd, LAMBDA_CRASHED, "a short request");
+	call = (struct lambda_call){ .kind = (enum lambda_kind)r.kind,
+				     .code = code,
+				     .code_len = r.code_len,
+				     .input = input,
+				     .input_len = r.input_len,
+				     .out = out,
+				     .out_max = r.out_max };
+	c.lim = &r.lim;
+	c.deadline_ms = r.deadline_ms;
+	if (call.kind == LAMBDA_NATIVE) {
+		/* As trusted as the server found them: checked again. */
+		if (lambda_natives_open(r.dir, &nat, why, sizeof(why)))
+			lambda_replyf(c.fd, LAMBDA_NO_FUNCTION, "%s", why);
+		fn = lambda_native_find(nat, code, r.code_len, why,
+					sizeof(why));
+		if (!fn)
+			lambda_replyf(c.fd, LAMBDA_NO_FUNCTION, "%s", why);
+	}
+	lambda_confine(&c);
+	if (fn)
+		lambda_child_native(&c, fn, &call);
+	lambda_child_lua(&c, &call);
+}
+
 /* ---- the parent --------------------------------------------------------- */
 
 /* Read exactly @len bytes by @deadline_ms: 1 done, 0 EOF, -1 timeout. */
@@ -674,25 +763,59 @@ lambda_collect(int fd, pid_t pid, const struct lambda_limits *lim,
 					: LAMBDA_CRASHED;
 }
 
+/*
+ * The call for its process, in a memfd: a struct lambda_req, the code,
+ * the input. Its descriptor (above LAMBDA_REQ_FD), or -1.
+ */
+static int lambda_request(const struct lambda_limits *lim,
+			  const struct lambda_natives *nat,
+			  const struct lambda_call *call, uint64_t deadline_ms)
+{
+	struct lambda_req r = { .magic = LAMBDA_REQ_MAGIC,
+				.kind = (uint32_t)call->kind,
+				.code_len = call->code_len,
+				.input_len = call->input_len,
+				.out_max = call->out_max,
+				.deadline_ms = deadline_ms,
+				.lim = *lim };
+	struct iovec iov[3] = { { &r, sizeof(r) },
+				{ (void *)call->code, call->code_len },
+				{ (void *)call->input, call->input_len } };
+	size_t total = sizeof(r) + call->code_len + call->input_len;
+	int fd = memfd_create("rdmx-lambda-call", MFD_CLOEXEC), high;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	if (nat)
+		snprintf(r.dir, sizeof(r.dir), "%s", nat->dir);
+	n = pwritev(fd, iov, 3, 0);
+	high = n == (ssize_t)total
+		       ? fcntl(fd, F_DUPFD_CLOEXEC, LAMBDA_REQ_FD + 1)
+		       : -1;
+	if (n >= 0 && n != (ssize_t)total)
+		errno = EIO;
+	close(fd);
+	return high;
+}
+
 enum lambda_status lambda_run(const struct lambda_limits *lim,
 			      const struct lambda_natives *nat,
 			      const struct lambda_call *call, size_t *out_len_p,
 			      char *why, size_t why_len)
 {
-	rdmx_lambda_fn *fn = NULL;
+	static char *const argv[] = { "rdmx", LAMBDA_CHILD_ARG, NULL };
 	uint64_t start = lambda_now_ms();
-	struct lambda_child c = { .lim = lim };
 	enum lambda_status st;
-	int fds[2];
+	int fds[2], req, ans;
 	pid_t pid;
 
 	*out_len_p = 0;
 	if (why_len)
 		why[0] = '\0';
 	if (call->kind == LAMBDA_NATIVE) {
-		fn = lambda_native_find(nat, call->code, call->code_len, why,
-					why_len);
-		if (!fn)
+		if (!lambda_native_find(nat, call->code, call->code_len, why,
+					why_len))
 			return LAMBDA_NO_FUNCTION;
 	} else if (call->kind != LAMBDA_LUA) {
 		snprintf(why, why_len, "unknown kind of lambda %d", call->kind);
@@ -702,31 +825,41 @@ enum lambda_status lambda_run(const struct lambda_limits *lim,
 		snprintf(why, why_len, "result buffer over 4 GiB");
 		return LAMBDA_ERROR;
 	}
-	if (pipe2(fds, O_CLOEXEC)) {
-		snprintf(why, why_len, "cannot create a pipe: %s",
+	req = lambda_request(lim, nat, call, start + lim->time_ms);
+	if (req < 0 || pipe2(fds, O_CLOEXEC)) {
+		snprintf(why, why_len, "cannot hand the call over: %s",
 			 strerror(errno));
+		if (req >= 0)
+			close(req);
 		return LAMBDA_CRASHED;
 	}
-	pid = fork();
+	/* Above the numbers the child moves them to (dup2 of one onto the
+	 * other would close it). */
+	ans = fcntl(fds[1], F_DUPFD_CLOEXEC, LAMBDA_REQ_FD + 1);
+	close(fds[1]);
+	pid = ans < 0 ? -1 : fork();
 	if (pid < 0) {
 		snprintf(why, why_len, "cannot fork: %s", strerror(errno));
 		close(fds[0]);
-		close(fds[1]);
+		if (ans >= 0)
+			close(ans);
+		close(req);
 		return LAMBDA_CRASHED;
 	}
 	if (pid == 0) {
-		/* Ctrl-C on the terminal ends a running lambda too. */
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		close(fds[0]);
-		c.fd = fds[1];
-		c.deadline_ms = start + lim->time_ms;
-		lambda_confine(&c);
-		if (fn)
-			lambda_child_native(&c, fn, call);
-		lambda_child_lua(&c, call);
+		/* Async-signal-safe calls only, up to the exec (see the top).
+		 * Ctrl-C on the terminal ends a running lambda too. */
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (dup2(ans, LAMBDA_CHILD_FD) == LAMBDA_CHILD_FD &&
+		    dup2(req, LAMBDA_REQ_FD) == LAMBDA_REQ_FD)
+			execve("/proc/self/exe", argv, environ);
+		_exit(127);
 	}
-	close(fds[1]);
+	close(ans);
+	close(req);
 	st = lambda_collect(fds[0], pid, lim,
 			    start + lim->time_ms + LAMBDA_GRACE_MS, call,
 			    out_len_p, why, why_len);

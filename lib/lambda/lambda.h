@@ -10,7 +10,8 @@
  *   - native C functions, found only in the shared libraries of one
  *     directory the operator names (the allowlist); the client sends a
  *     name, never code. See rdmx_lambda.h for how to write one.
- * Every call runs in a child process forked for it, so a function that
+ * Every call runs in a process of its own (fork, then exec of the same
+ * program, which hands it to lambda_child_main), so a function that
  * crashes, or spins inside one C call where no hook can stop it, is killed
  * at the wall-clock limit and the server goes on.
  */
@@ -23,7 +24,7 @@
 struct lambda_limits {
 	uint64_t instructions; /* Lua VM instructions per call */
 	uint64_t memory; /* bytes the Lua state may hold */
-	uint64_t time_ms; /* wall clock per call, fork included */
+	uint64_t time_ms; /* wall clock per call, fork and exec included */
 };
 
 enum lambda_status {
@@ -74,5 +75,13 @@ enum lambda_status lambda_run(const struct lambda_limits *lim,
 			      char *why, size_t why_len);
 
 const char *lambda_status_str(enum lambda_status st);
+
+/*
+ * A program that calls lambda_run must, first thing in main, hand a run
+ * with the one argument LAMBDA_CHILD_ARG to lambda_child_main (the call's
+ * process: it never returns).
+ */
+#define LAMBDA_CHILD_ARG "__rdmx-lambda-call"
+_Noreturn int lambda_child_main(void);
 
 #endif
