@@ -410,10 +410,11 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 	if (st)
 		return cli_fail(cmd, "cannot serve on %s: %s", addr,
 				rdmx_strerror(st));
+	/* Before the line that says we serve (as rdmx kv serve). */
+	cli_catch_signals();
 	printf("rdmx %s: server listening on port %d\n", cmd,
 	       rdmx_listener_port(lst));
 	fflush(stdout);
-	cli_catch_signals();
 	while (!cli_stop) {
 		st = cli_srq_open(s);
 		if (st) {

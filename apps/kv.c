@@ -168,6 +168,9 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	}
 	cli_metrics_extra(metrics, kv_metrics, srv);
 	rdmx_kv_server_stats(srv, &st);
+	/* Before the line that says we serve: a SIGTERM right after it (a
+	 * supervisor, a test) ends us cleanly, not by the default action. */
+	cli_catch_signals();
 	printf("rdmx kv: server listening on port %d: a pool of %" PRIu64
 	       " MiB, %s",
 	       rdmx_kv_server_port(srv), o->memory_mb,
@@ -199,7 +202,6 @@ static int kv_serve(const struct kv_opts *o, const char *addr)
 	if (*member)
 		cli_publish(ctx, "kv", member, a, rdmx_kv_server_port(srv),
 			    "kv", 2);
-	cli_catch_signals();
 	while (!cli_stop)
 		usleep(100000);
 	if (*member)

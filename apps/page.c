@@ -126,6 +126,8 @@ static int page_serve(const struct serve_opts *o)
 			 rdmx_strerror(st));
 		goto out;
 	}
+	/* Before the line that says we serve (as rdmx kv serve). */
+	cli_catch_signals();
 	printf("rdmx page: server listening on port %d: region %s, %" PRIu64
 	       " bytes, %s%s\n",
 	       rdmx_page_server_port(srv), o->name, o->size,
@@ -141,7 +143,6 @@ static int page_serve(const struct serve_opts *o)
 		 o->size, rem.addr, rem.rkey);
 	cli_publish(ctx, "page", o->name, addr, rdmx_page_server_port(srv),
 		    size, strlen(size));
-	cli_catch_signals();
 	while (!cli_stop)
 		usleep(100000);
 	cli_unpublish(o->name);
