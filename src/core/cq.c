@@ -319,8 +319,14 @@ static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 	uint64_t v;
 	int n = rdmx_cq_lane_take(cq, wc, max);
 
-	/* From the lane, and the ring behind it empty: no lock. */
-	if (n == max || (n && !rdmx_cq_count(cq)))
+	/*
+	 * From the lane, and the ring behind it empty: no lock. Nor when
+	 * both are empty and nobody waits on the fd (which would have to be
+	 * made unreadable): a spinner's empty poll took the lock for nothing.
+	 */
+	if (n == max || (!rdmx_cq_count(cq) &&
+			 (n || !atomic_load_explicit(&cq->fd_exported,
+						     memory_order_relaxed))))
 		return n;
 	rdmx_spin_lock(&cq->lock);
 	while (n < max && rdmx_cq_count(cq)) {
