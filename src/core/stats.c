@@ -74,12 +74,13 @@ static void rdmx_shard_add(uint64_t *counter, uint64_t v)
 static struct rdmx_stats_shard *rdmx_shard(struct rdmx_ctx *ctx)
 {
 	struct rdmx_stats_shard *sh;
-	pthread_t self = pthread_self();
+	pthread_t self;
 	unsigned slot;
 
 	for (unsigned i = 0; i < RDMX_SHARD_CACHE; i++)
 		if (rdmx_shard_cache[i].ctx_id == ctx->id)
 			return rdmx_shard_cache[i].shard;
+	self = pthread_self(); /* a call through the PLT: only when missed */
 	pthread_mutex_lock(&ctx->shards_lock);
 	for (sh = atomic_load(&ctx->shards); sh; sh = sh->next)
 		if (pthread_equal(sh->owner, self))
