@@ -10,8 +10,9 @@
  * that guards all of its state, the socket I/O included; every rdmx_sw_*
  * function below that takes a `struct rdmx_sw_conn *` expects it held unless it
  * says otherwise. The cq lock nests inside it. The per-context `slots_lock`
- * guards the table that maps epoll keys to connections and nests outside no
- * other lock.
+ * (a spin lock too: every spinning poll takes it, and a mutex's pair cost
+ * ~11 of an empty poll's 31 ns) guards the table that maps epoll keys to
+ * connections and nests outside no other lock.
  */
 #ifndef RDMX_SW_H
 #define RDMX_SW_H
@@ -155,7 +156,7 @@ struct rdmx_sw_ctx {
 	 * a connection closed while another thread holds its epoll event
 	 * simply fails to look up.
 	 */
-	pthread_mutex_t slots_lock;
+	struct rdmx_spin slots_lock;
 	struct rdmx_sw_conn **slots;
 	uint32_t *gens;
 	uint32_t nslots;

@@ -22,7 +22,6 @@ rdmx_status rdmx_sw_open(struct rdmx_ctx *ctx,
 	tctx->ctx = ctx;
 	tctx->tp = tp;
 	atomic_init(&tctx->stamp_every, RDMX_SW_STAMP_MIN);
-	pthread_mutex_init(&tctx->slots_lock, NULL);
 	tctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (tctx->epfd < 0) {
 		rdmx_error("epoll_create1: %m");
@@ -66,7 +65,6 @@ err_efd:
 err_epoll:
 	close(tctx->epfd);
 err_free:
-	pthread_mutex_destroy(&tctx->slots_lock);
 	free(tctx);
 	return RDMX_ERR_SYSTEM;
 }
@@ -87,7 +85,6 @@ void rdmx_sw_close(void *priv)
 	close(tctx->stop_efd);
 	close(tctx->timer_fd);
 	close(tctx->epfd);
-	pthread_mutex_destroy(&tctx->slots_lock);
 	free(tctx->slots);
 	free(tctx->gens);
 	free(tctx);
@@ -99,7 +96,7 @@ static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
 {
 	uint32_t i, n;
 
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	for (i = 0; i < tctx->nslots && tctx->slots[i]; i++)
 		;
 	if (i == tctx->nslots) {
@@ -112,7 +109,7 @@ static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
 			tctx->slots = slots;
 		gens = slots ? realloc(tctx->gens, n * sizeof(*gens)) : NULL;
 		if (!gens) {
-			pthread_mutex_unlock(&tctx->slots_lock);
+			rdmx_spin_unlock(&tctx->slots_lock);
 			return RDMX_ERR_NOMEM;
 		}
 		tctx->gens = gens;
@@ -135,15 +132,15 @@ static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
 	 */
 	if (tctx->tp->pipe->arm && atomic_load(&tctx->backing_off))
 		tctx->tp->pipe->arm(c, false);
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 	return RDMX_OK;
 }
 
 static void rdmx_sw_slot_del(struct rdmx_sw_ctx *tctx, uint64_t key)
 {
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	tctx->slots[(uint32_t)key - 1] = NULL;
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 }
 
 struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key)
@@ -151,13 +148,13 @@ struct rdmx_sw_conn *rdmx_sw_conn_get(struct rdmx_sw_ctx *tctx, uint64_t key)
 	uint32_t i = (uint32_t)(key & ~RDMX_SW_KEY_AUX) - 1;
 	struct rdmx_sw_conn *c = NULL;
 
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	if (i < tctx->nslots && tctx->gens[i] == (uint32_t)(key >> 32)) {
 		c = tctx->slots[i];
 		if (c)
 			atomic_fetch_add(&c->refs, 1);
 	}
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 	return c;
 }
 
@@ -394,15 +391,15 @@ unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
 	for (uint32_t i = 0;; i++) {
 		struct rdmx_sw_conn *c;
 
-		pthread_mutex_lock(&tctx->slots_lock);
+		rdmx_spin_lock(&tctx->slots_lock);
 		if (i >= tctx->nslots) {
-			pthread_mutex_unlock(&tctx->slots_lock);
+			rdmx_spin_unlock(&tctx->slots_lock);
 			return live;
 		}
 		c = tctx->slots[i];
 		if (c)
 			atomic_fetch_add(&c->refs, 1);
-		pthread_mutex_unlock(&tctx->slots_lock);
+		rdmx_spin_unlock(&tctx->slots_lock);
 		if (!c)
 			continue;
 		rdmx_spin_lock(&c->lock);
@@ -514,12 +511,12 @@ void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx)
 		return;
 	/* Idle with no connection: off until a slot is taken (which arms it
 	 * under the same lock, so no arming is lost). */
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	for (uint32_t i = 0; i < tctx->nslots && !any; i++)
 		any = tctx->slots[i] != NULL;
 	if (!any)
 		rdmx_sw_timer_arm(tctx, false);
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 }
 
 void rdmx_sw_conn_close(struct rdmx_conn *conn)

@@ -872,9 +872,9 @@ static void rdmx_sw_arm_all(struct rdmx_sw_ctx *tctx, bool on)
 
 	if (!tctx->tp->pipe->arm)
 		return;
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	membarrier = rdmx_sw_arm_each(tctx, on);
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 	rdmx_sw_fence_armed(membarrier);
 }
 
@@ -899,7 +899,7 @@ static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
 	if (atomic_load_explicit(&tctx->backing_off, memory_order_relaxed) ==
 	    spinning)
 		return;
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	changed = atomic_load(&tctx->backing_off) != spinning;
 	if (changed)
 		atomic_store(&tctx->backing_off, spinning);
@@ -911,7 +911,7 @@ static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
 		rdmx_sw_fence_armed(membarrier);
 	for (uint32_t i = 0; arming && kick && i < tctx->nslots && !ready; i++)
 		ready = tctx->slots[i] && pipe->ready(tctx->slots[i]);
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 	/* Drained by the next progress call (rdmx_sw_handle). */
 	if (ready && write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
 		rdmx_debug("%s: cannot wake a sleeping caller: %m",
@@ -979,7 +979,7 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 	uint32_t at;
 	int n = 0;
 
-	pthread_mutex_lock(&tctx->slots_lock);
+	rdmx_spin_lock(&tctx->slots_lock);
 	at = tctx->ready_from < tctx->nslots ? tctx->ready_from : 0;
 	for (uint32_t k = 0; k < tctx->nslots && n < RDMX_SW_READY_MAX; k++) {
 		struct rdmx_sw_conn *c = tctx->slots[at];
@@ -992,7 +992,7 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 			at = 0;
 	}
 	tctx->ready_from = at;
-	pthread_mutex_unlock(&tctx->slots_lock);
+	rdmx_spin_unlock(&tctx->slots_lock);
 	for (int i = 0; i < n; i++)
 		rdmx_sw_serve(tctx, ready[i], EPOLLIN, false, true, hold);
 	return n;
