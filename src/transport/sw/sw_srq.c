@@ -491,7 +491,7 @@ static rdmx_status rdmx_sw_srq_post_recv(struct rdmx_srq *srq,
 		pthread_mutex_unlock(&s->lock);
 		return RDMX_ERR_AGAIN;
 	}
-	r = rdmx_sw_cache_get(&s->recvs, sizeof(*r));
+	r = rdmx_sw_cache_get(&s->recvs, sizeof(*r), RDMX_SW_RECV_ZEROED);
 	if (!r) {
 		pthread_mutex_unlock(&s->lock);
 		return RDMX_ERR_NOMEM;
