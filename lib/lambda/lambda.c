@@ -615,73 +615,6 @@ struct lambda_req {
 	char dir[256]; /* the native functions' directory, or "" */
 };
 
-static bool lambda_req_read(int fd, void *p, size_t len)
-{
-	char *c = p;
-
-	while (len) {
-		ssize_t n = read(fd, c, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		c += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
-_Noreturn int lambda_child_main(void)
-{
-	struct lambda_req r;
-	struct lambda_child c = { .fd = LAMBDA_CHILD_FD };
-	struct lambda_natives *nat = NULL;
-	rdmx_lambda_fn *fn = NULL;
-	struct lambda_call call;
-	char why[LAMBDA_MSG_MAX] = "";
-	char *code, *input, *out;
-
-	if (!lambda_req_read(LAMBDA_REQ_FD, &r, sizeof(r)) ||
-	    r.magic != LAMBDA_REQ_MAGIC || r.code_len > LAMBDA_REQ_MAX ||
-	    r.input_len > LAMBDA_REQ_MAX)
-		lambda_replyf(c.fd, LAMBDA_CRASHED,
-			      "no request from the server");
-	r.dir[sizeof(r.dir) - 1] = '\0';
-	code = malloc(r.code_len + 1);
-	input = malloc(r.input_len + 1);
-	out = malloc(r.out_max ? r.out_max : 1);
-	if (!code || !input || !out)
-		lambda_replyf(c.fd, LAMBDA_MEMORY, "no memory for the call");
-	if (!lambda_req_read(LAMBDA_REQ_FD, code, r.code_len) ||
-	    !lambda_req_read(LAMBDA_REQ_FD, input, r.input_len))
-		lambda_replyf(c.fd, LAMBDA_CRASHED, "a short request");
-	call = (struct lambda_call){ .kind = (enum lambda_kind)r.kind,
-				     .code = code,
-				     .code_len = r.code_len,
-				     .input = input,
-				     .input_len = r.input_len,
-				     .out = out,
-				     .out_max = r.out_max };
-	c.lim = &r.lim;
-	c.deadline_ms = r.deadline_ms;
-	if (call.kind == LAMBDA_NATIVE) {
-		/* As trusted as the server found them: checked again. */
-		if (lambda_natives_open(r.dir, &nat, why, sizeof(why)))
-			lambda_replyf(c.fd, LAMBDA_NO_FUNCTION, "%s", why);
-		fn = lambda_native_find(nat, code, r.code_len, why,
-					sizeof(why));
-		if (!fn)
-			lambda_replyf(c.fd, LAMBDA_NO_FUNCTION, "%s", why);
-	}
-	lambda_confine(&c);
-	if (fn)
-		lambda_child_native(&c, fn, &call);
-	lambda_child_lua(&c, &call);
-}
-
-/* ---- the parent --------------------------------------------------------- */
-
 /* Read exactly @len bytes by @deadline_ms: 1 done, 0 EOF, -1 timeout. */
 static int lambda_read(int fd, void *p, size_t len, uint64_t deadline_ms)
 {
@@ -710,6 +643,58 @@ static int lambda_read(int fd, void *p, size_t len, uint64_t deadline_ms)
 	}
 	return 1;
 }
+
+_Noreturn int lambda_child_main(void)
+{
+	struct lambda_req r;
+	struct lambda_child c = { .fd = LAMBDA_CHILD_FD };
+	struct lambda_natives *nat = NULL;
+	rdmx_lambda_fn *fn = NULL;
+	struct lambda_call call;
+	char why[LAMBDA_MSG_MAX] = "";
+	char *code, *input, *out;
+	/* A memfd the server filled before the exec: nothing to wait for. */
+	uint64_t until = lambda_now_ms() + 1000;
+
+	if (lambda_read(LAMBDA_REQ_FD, &r, sizeof(r), until) != 1 ||
+	    r.magic != LAMBDA_REQ_MAGIC || r.code_len > LAMBDA_REQ_MAX ||
+	    r.input_len > LAMBDA_REQ_MAX)
+		lambda_replyf(c.fd, LAMBDA_CRASHED,
+			      "no request from the server");
+	r.dir[sizeof(r.dir) - 1] = '\0';
+	code = malloc(r.code_len + 1);
+	input = malloc(r.input_len + 1);
+	out = malloc(r.out_max ? r.out_max : 1);
+	if (!code || !input || !out)
+		lambda_replyf(c.fd, LAMBDA_MEMORY, "no memory for the call");
+	if (lambda_read(LAMBDA_REQ_FD, code, r.code_len, until) != 1 ||
+	    lambda_read(LAMBDA_REQ_FD, input, r.input_len, until) != 1)
+		lambda_replyf(c.fd, LAMBDA_CRASHED, "a short request");
+	call = (struct lambda_call){ .kind = (enum lambda_kind)r.kind,
+				     .code = code,
+				     .code_len = r.code_len,
+				     .input = input,
+				     .input_len = r.input_len,
+				     .out = out,
+				     .out_max = r.out_max };
+	c.lim = &r.lim;
+	c.deadline_ms = r.deadline_ms;
+	if (call.kind == LAMBDA_NATIVE) {
+		/* As trusted as the server found them: checked again. */
+		if (lambda_natives_open(r.dir, &nat, why, sizeof(why)))
+			lambda_replyf(c.fd, LAMBDA_NO_FUNCTION, "%s", why);
+		fn = lambda_native_find(nat, code, r.code_len, why,
+					sizeof(why));
+		if (!fn)
+			lambda_replyf(c.fd, LAMBDA_NO_FUNCTION, "%s", why);
+	}
+	lambda_confine(&c);
+	if (fn)
+		lambda_child_native(&c, fn, &call);
+	lambda_child_lua(&c, &call);
+}
+
+/* ---- the parent --------------------------------------------------------- */
 
 static enum lambda_status lambda_died(pid_t pid, char *why, size_t why_len)
 {
