@@ -11,10 +11,18 @@
  * And the event loop's rdmx_poll, which makes the completion it takes,
  * no longer writes the cq's eventfd for it (and reads it back): far fewer
  * than 200 write system calls in the process (it made one a READ).
+ *
+ * The same once the thread has taken over: an event loop away longer
+ * than progress.idle_after comes back, and its first call must call the
+ * thread back. The thread slept in epoll_wait on the answers the loop
+ * now took, woken by each (in the kernel, to find it gone: no return to
+ * its check), until the loop's next stamp, up to 1024 calls later; on a
+ * loaded host this test's READs above failed so 1 run in 10.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "core.h"
@@ -114,6 +122,67 @@ static void sleeper_wakes_alone(bool fd)
 	pair_close(&p);
 }
 
+/*
+ * An event loop on rdmx_cq_fd whose calls come fast (its stamp interval
+ * grows to one call in 1024) goes away until the thread takes over, then
+ * comes back for READS READs: the thread must not wake for each.
+ */
+static void test_returning_loop_recalls_thread(void **state)
+{
+	struct rdmx_sw_ctx *t;
+	struct rdmx_completion wc;
+	struct pair p;
+	struct buf src, dst;
+	struct rdmx_remote rem;
+	void *priv;
+	unsigned taken;
+	long before, after;
+	int tid;
+
+	(void)state;
+	setenv("RDMX_TRANSPORT", "tcp", 1);
+	setenv("RDMX_PROGRESS_WAIT_SPIN", "0", 1);
+	pair_open(&p);
+	buf_alloc(&p.s, &src, 4096, RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&p.c, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&src, 5);
+	rem = share_remote(&p, &src);
+	assert_int_equal(rdmx_ctx_transport(p.c.ctx, RDMX_TRANSPORT_TCP, &priv),
+			 RDMX_OK);
+	t = priv;
+	while (!(tid = atomic_load(&t->thread_tid)))
+		sched_yield();
+	for (int i = 0; i < 10; i++)
+		read_asleep(&p, &dst, rem, true);
+	/* Fast empty calls for 200 ms: the stamp interval grows (to 1024;
+	 * less where calls are slow, under sanitizers). Stop just after a
+	 * stamp, so that the next is as far off as it gets. */
+	for (double end = now_s() + 0.2;
+	     now_s() < end ||
+	     atomic_load(&t->app_polls) % atomic_load(&t->stamp_every) != 1;)
+		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
+	/* Away: the thread takes over. */
+	taken = atomic_load(&t->take_overs);
+	for (int ms = 0; atomic_load(&t->take_overs) == taken; ms++) {
+		assert_true(ms < T_TIMEOUT_MS);
+		usleep(1000);
+	}
+	usleep(10000); /* into its epoll_wait */
+	before = switches(tid);
+	for (int i = 0; i < READS; i++)
+		read_asleep(&p, &dst, rem, true);
+	after = switches(tid);
+	assert_pattern(dst.p, dst.len, 5, 0);
+	print_message("back from away: the client's progress thread switched "
+		      "out %ld times in %d READs\n",
+		      after - before, READS);
+	assert_true(after - before < READS / 4);
+
+	buf_free(&src);
+	buf_free(&dst);
+	pair_close(&p);
+}
+
 static void test_cq_wait_sleeper_wakes_alone(void **state)
 {
 	(void)state;
@@ -131,6 +200,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cq_wait_sleeper_wakes_alone),
 		cmocka_unit_test(test_cq_fd_sleeper_wakes_alone),
+		cmocka_unit_test(test_returning_loop_recalls_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -140,6 +140,9 @@ struct rdmx_sw_ctx {
 	atomic_int sleepers;
 	atomic_bool backing_off;
 	_Atomic unsigned take_overs; /* back-offs the thread ended (tests) */
+	/* A caller stamped while the thread served, and kicked it back to
+	 * its check (rdmx_sw_polled); cleared there. */
+	atomic_bool recalled;
 	/*
 	 * The connections that hold ACKs back (rdmx_sw_release_acks), each
 	 * with a reference: a stack that holders push onto and a release

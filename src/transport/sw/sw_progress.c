@@ -1156,6 +1156,7 @@ void rdmx_sw_polled(void *priv)
 	struct rdmx_sw_ctx *tctx = priv;
 	uint64_t quiet = tctx->ctx->cfg.progress_idle_after_us, now, last;
 	unsigned n, every;
+	bool recall;
 
 	if (!tctx->thread_running)
 		return;
@@ -1163,17 +1164,44 @@ void rdmx_sw_polled(void *priv)
 	atomic_store_explicit(&tctx->app_polls, n + 1, memory_order_relaxed);
 	every = atomic_load_explicit(&tctx->stamp_every, memory_order_relaxed);
 	last = atomic_load_explicit(&tctx->app_poll_us, memory_order_relaxed);
+	/* The thread serves, and we have not called it back yet (below):
+	 * at this call, not one in every. */
+	recall = quiet &&
+		 !atomic_load_explicit(&tctx->backing_off,
+				       memory_order_relaxed) &&
+		 !atomic_load_explicit(&tctx->recalled, memory_order_relaxed);
 	/* every is a power of two: a mask, not a division (tens of cycles,
 	 * on every poll that finds a completion). */
-	if (n & (every - 1) && last)
+	if (n & (every - 1) && last && !recall)
 		return;
 	now = rdmx_now_us();
-	atomic_store_explicit(&tctx->app_poll_us, now, memory_order_relaxed);
+	/* seq_cst, then backing_off: pairs with the thread's store of it
+	 * and its load of the stamp (rdmx_sw_thread), so that one of us sees
+	 * the other. */
+	atomic_store(&tctx->app_poll_us, now);
 	if (!last || now - last > quiet / 4)
 		every = RDMX_SW_STAMP_MIN;
 	else if (now - last < quiet / 8 && every < RDMX_SW_STAMP_MAX)
 		every *= 2;
 	atomic_store_explicit(&tctx->stamp_every, every, memory_order_relaxed);
+	/*
+	 * The thread took over (we were away) and may sleep in epoll_wait on
+	 * what we now take: each event wakes it in the kernel, gone by the
+	 * time it looks, and it sleeps again without coming back to its check
+	 * of our stamp. Over tcp each answer then woke it for nothing (a
+	 * sleeper's READs: 50-150 wake-ups in 200, 1 run in 10 on a loaded
+	 * host) until one event stayed for it, or our stamp up to every calls
+	 * later. Call it back to its check once (not with idle_after 0: it
+	 * never backs off).
+	 */
+	if (quiet && !atomic_load(&tctx->backing_off) &&
+	    !atomic_exchange(&tctx->recalled, true)) {
+		uint64_t one = 1;
+
+		if (write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
+			rdmx_debug("cannot recall the %s progress thread: %m",
+				   tctx->tp->ops->name);
+	}
 }
 
 void rdmx_sw_idle(void *priv)
@@ -1330,8 +1358,10 @@ void *rdmx_sw_thread(void *arg)
 
 	atomic_store(&tctx->thread_tid, (int)gettid());
 	for (;;) {
-		last = atomic_load_explicit(&tctx->app_poll_us,
-					    memory_order_relaxed);
+		/* Back at the check: a stamp from now on may recall us again
+		 * (rdmx_sw_polled). */
+		atomic_store(&tctx->recalled, false);
+		last = atomic_load(&tctx->app_poll_us);
 		if (rdmx_sw_callers_serve(tctx, last, rdmx_now_us())) {
 			if (rdmx_sw_back_off(tctx, last))
 				return NULL;
