@@ -75,40 +75,59 @@ static void read_asleep(struct pair *p, struct buf *dst, struct rdmx_remote rem,
 	assert_int_equal(wc.opcode, RDMX_OP_READ);
 }
 
-static void sleeper_wakes_alone(bool fd)
-{
-	struct rdmx_sw_ctx *t;
+/* A tcp pair, a 4 KiB source to READ (bytes @seed on), the client's
+ * transport and its progress thread. The caller sleeps at once (no spin
+ * first). */
+struct sleeper {
 	struct pair p;
 	struct buf src, dst;
 	struct rdmx_remote rem;
-	void *priv;
-	long before, after, writes;
+	struct rdmx_sw_ctx *t;
 	int tid;
+};
 
-	/* The caller sleeps at once (no spin first). */
+static void sleeper_open(struct sleeper *s, uint8_t seed)
+{
+	void *priv;
+
 	setenv("RDMX_TRANSPORT", "tcp", 1);
 	setenv("RDMX_PROGRESS_WAIT_SPIN", "0", 1);
-	pair_open(&p);
-	buf_alloc(&p.s, &src, 4096, RDMX_ACCESS_REMOTE_READ);
-	buf_alloc(&p.c, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
-	buf_fill(&src, 9);
-	rem = share_remote(&p, &src);
-	assert_int_equal(rdmx_ctx_transport(p.c.ctx, RDMX_TRANSPORT_TCP, &priv),
+	pair_open(&s->p);
+	buf_alloc(&s->p.s, &s->src, 4096, RDMX_ACCESS_REMOTE_READ);
+	buf_alloc(&s->p.c, &s->dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
+	buf_fill(&s->src, seed);
+	s->rem = share_remote(&s->p, &s->src);
+	assert_int_equal(rdmx_ctx_transport(s->p.c.ctx, RDMX_TRANSPORT_TCP,
+					    &priv),
 			 RDMX_OK);
-	t = priv;
-	assert_true(t->thread_running);
-	while (!(tid = atomic_load(&t->thread_tid)))
+	s->t = priv;
+	assert_true(s->t->thread_running);
+	while (!(s->tid = atomic_load(&s->t->thread_tid)))
 		sched_yield();
+}
 
+static void sleeper_close(struct sleeper *s)
+{
+	buf_free(&s->src);
+	buf_free(&s->dst);
+	pair_close(&s->p);
+}
+
+static void sleeper_wakes_alone(bool fd)
+{
+	struct sleeper s;
+	long before, after, writes;
+
+	sleeper_open(&s, 9);
 	for (int i = 0; i < 10; i++) /* the thread hears of us */
-		read_asleep(&p, &dst, rem, fd);
-	before = switches(tid);
+		read_asleep(&s.p, &s.dst, s.rem, fd);
+	before = switches(s.tid);
 	writes = harness_syscw();
 	for (int i = 0; i < READS; i++)
-		read_asleep(&p, &dst, rem, fd);
-	after = switches(tid);
+		read_asleep(&s.p, &s.dst, s.rem, fd);
+	after = switches(s.tid);
 	writes = harness_syscw() - writes;
-	assert_pattern(dst.p, dst.len, 9, 0);
+	assert_pattern(s.dst.p, s.dst.len, 9, 0);
 	print_message("%s: the client's progress thread switched out %ld "
 		      "times in %d READs\n",
 		      fd ? "rdmx_cq_fd" : "rdmx_cq_wait", after - before,
@@ -116,10 +135,7 @@ static void sleeper_wakes_alone(bool fd)
 	assert_true(after - before < READS / 4);
 	print_message("and made %ld write system calls\n", writes);
 	assert_true(writes < READS / 4);
-
-	buf_free(&src);
-	buf_free(&dst);
-	pair_close(&p);
+	sleeper_close(&s);
 }
 
 /*
@@ -129,38 +145,24 @@ static void sleeper_wakes_alone(bool fd)
  */
 static void test_returning_loop_recalls_thread(void **state)
 {
-	struct rdmx_sw_ctx *t;
 	struct rdmx_completion wc;
-	struct pair p;
-	struct buf src, dst;
-	struct rdmx_remote rem;
-	void *priv;
+	struct sleeper s;
+	struct rdmx_sw_ctx *t;
 	unsigned taken;
 	long before, after;
-	int tid;
 
 	(void)state;
-	setenv("RDMX_TRANSPORT", "tcp", 1);
-	setenv("RDMX_PROGRESS_WAIT_SPIN", "0", 1);
-	pair_open(&p);
-	buf_alloc(&p.s, &src, 4096, RDMX_ACCESS_REMOTE_READ);
-	buf_alloc(&p.c, &dst, 4096, RDMX_ACCESS_LOCAL_WRITE);
-	buf_fill(&src, 5);
-	rem = share_remote(&p, &src);
-	assert_int_equal(rdmx_ctx_transport(p.c.ctx, RDMX_TRANSPORT_TCP, &priv),
-			 RDMX_OK);
-	t = priv;
-	while (!(tid = atomic_load(&t->thread_tid)))
-		sched_yield();
+	sleeper_open(&s, 5);
+	t = s.t;
 	for (int i = 0; i < 10; i++)
-		read_asleep(&p, &dst, rem, true);
+		read_asleep(&s.p, &s.dst, s.rem, true);
 	/* Fast empty calls for 200 ms: the stamp interval grows (to 1024;
 	 * less where calls are slow, under sanitizers). Stop just after a
 	 * stamp, so that the next is as far off as it gets. */
 	for (double end = now_s() + 0.2;
 	     now_s() < end ||
 	     atomic_load(&t->app_polls) % atomic_load(&t->stamp_every) != 1;)
-		assert_int_equal(rdmx_poll(p.c.cq, &wc, 1), 0);
+		assert_int_equal(rdmx_poll(s.p.c.cq, &wc, 1), 0);
 	/* Away: the thread takes over. */
 	taken = atomic_load(&t->take_overs);
 	for (int ms = 0; atomic_load(&t->take_overs) == taken; ms++) {
@@ -168,19 +170,16 @@ static void test_returning_loop_recalls_thread(void **state)
 		usleep(1000);
 	}
 	usleep(10000); /* into its epoll_wait */
-	before = switches(tid);
+	before = switches(s.tid);
 	for (int i = 0; i < READS; i++)
-		read_asleep(&p, &dst, rem, true);
-	after = switches(tid);
-	assert_pattern(dst.p, dst.len, 5, 0);
+		read_asleep(&s.p, &s.dst, s.rem, true);
+	after = switches(s.tid);
+	assert_pattern(s.dst.p, s.dst.len, 5, 0);
 	print_message("back from away: the client's progress thread switched "
 		      "out %ld times in %d READs\n",
 		      after - before, READS);
 	assert_true(after - before < READS / 4);
-
-	buf_free(&src);
-	buf_free(&dst);
-	pair_close(&p);
+	sleeper_close(&s);
 }
 
 static void test_cq_wait_sleeper_wakes_alone(void **state)
