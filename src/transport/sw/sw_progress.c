@@ -1127,9 +1127,14 @@ int rdmx_sw_progress(void *priv, bool spinning)
 		return 0;
 	}
 	n = epoll_wait(tctx->epfd, ev, 32, 0);
+	/* What a look found is what came for connections: a kick for the
+	 * thread (rdmx_sw_polled's recall), readable until the thread runs,
+	 * is not input, and counted as such it kept a spinner over many cqs
+	 * from sharing its looks while the thread waited for the CPU. */
+	n = n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
 	if (!rings)
 		rdmx_sw_epoll_seen(tctx, n);
-	return n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
+	return n;
 }
 
 /*
