@@ -858,6 +858,20 @@ static bool rdmx_sw_arm_each(struct rdmx_sw_ctx *tctx, bool on)
 	return membarrier;
 }
 
+/*
+ * Make the context's eventfd readable: it wakes the progress thread (or,
+ * without one, a caller asleep on the progress fd); drained by whoever
+ * handles it (rdmx_sw_kicked).
+ */
+static void rdmx_sw_kick(struct rdmx_sw_ctx *tctx)
+{
+	uint64_t one = 1;
+
+	if (write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
+		rdmx_debug("%s progress: cannot write its eventfd: %m",
+			   tctx->tp->ops->name);
+}
+
 static void rdmx_sw_fence_armed(bool membarrier)
 {
 	atomic_thread_fence(memory_order_seq_cst);
@@ -894,7 +908,6 @@ static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
 {
 	const struct rdmx_sw_pipe *pipe = tctx->tp->pipe;
 	bool changed, arming = false, membarrier = false, ready = false;
-	uint64_t one = 1;
 
 	if (atomic_load_explicit(&tctx->backing_off, memory_order_relaxed) ==
 	    spinning)
@@ -913,9 +926,8 @@ static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
 		ready = tctx->slots[i] && pipe->ready(tctx->slots[i]);
 	rdmx_spin_unlock(&tctx->slots_lock);
 	/* Drained by the next progress call (rdmx_sw_handle). */
-	if (ready && write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
-		rdmx_debug("%s: cannot wake a sleeping caller: %m",
-			   tctx->tp->ops->name);
+	if (ready)
+		rdmx_sw_kick(tctx);
 }
 
 /* Drain the stop/kick eventfd; true when it means "exit". */
@@ -1200,19 +1212,13 @@ void rdmx_sw_polled(void *priv)
 	 * never backs off).
 	 */
 	if (quiet && !atomic_load(&tctx->backing_off) &&
-	    !atomic_exchange(&tctx->recalled, true)) {
-		uint64_t one = 1;
-
-		if (write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
-			rdmx_debug("cannot recall the %s progress thread: %m",
-				   tctx->tp->ops->name);
-	}
+	    !atomic_exchange(&tctx->recalled, true))
+		rdmx_sw_kick(tctx);
 }
 
 void rdmx_sw_idle(void *priv)
 {
 	struct rdmx_sw_ctx *tctx = priv;
-	uint64_t one = 1;
 
 	rdmx_sw_release_acks(tctx); /* nobody will poll them out */
 	if (!tctx->thread_running) {
@@ -1221,10 +1227,8 @@ void rdmx_sw_idle(void *priv)
 	}
 	/* Pairs with the thread's store of backing_off, then load (Dekker). */
 	atomic_store(&tctx->app_poll_us, 0);
-	if (atomic_load(&tctx->backing_off) &&
-	    write(tctx->stop_efd, &one, sizeof(one)) != sizeof(one))
-		rdmx_debug("cannot wake the %s progress thread: %m",
-			   tctx->tp->ops->name);
+	if (atomic_load(&tctx->backing_off))
+		rdmx_sw_kick(tctx);
 }
 
 /*
