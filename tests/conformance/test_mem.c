@@ -322,6 +322,75 @@ static void test_mem_unordered_write_passes_waiting_send(void **state)
 	pair_close(&p);
 }
 
+/* WRITE all of @src to @rem and wait for its completion; its status. */
+static rdmx_status write_all(struct pair *p, struct buf *src,
+			     const struct rdmx_remote *rem)
+{
+	struct rdmx_sge s = sge_of(src, 0, src->len);
+	rdmx_status st = rdmx_post_write(p->cconn, &s, rem->addr, rem->rkey, 0);
+
+	return st ? st : wait_wc(p->c.cq).status;
+}
+
+/*
+ * Two regions of the target's, WRITEd in turn, and a second registration
+ * of the first that grants only READs: each request is checked against
+ * the grant its own rkey names (over shm the initiator keeps the grant it
+ * used last, and must not take it for another's, though both cover the
+ * same bytes). A dereg of one region leaves the other writable.
+ */
+static void test_mem_grants_kept_apart(void **state)
+{
+	struct pair p;
+	struct buf a, b, src, ro = { 0 };
+	struct rdmx_remote ra, rb, rro;
+	struct rdmx_sge s;
+
+	(void)state;
+	pair_open(&p);
+	buf_alloc_from(&p.s, &a, PAGE, all_access, true);
+	buf_alloc_from(&p.s, &b, PAGE, all_access, true);
+	buf_alloc(&p.c, &src, PAGE, RDMX_ACCESS_LOCAL_WRITE);
+	ro.p = a.p;
+	ro.len = PAGE;
+	assert_int_equal(rdmx_mr_reg(p.s.ctx, a.p, PAGE,
+				     RDMX_ACCESS_REMOTE_READ, &ro.mr),
+			 RDMX_OK);
+	ra = share_remote(&p, &a);
+	rb = share_remote(&p, &b);
+	rro = share_remote(&p, &ro);
+	for (uint8_t i = 0; i < 20; i++) {
+		buf_fill(&src, SEED + i);
+		assert_int_equal(write_all(&p, &src, &ra), RDMX_OK);
+		buf_fill(&src, SEED + 100 + i);
+		assert_int_equal(write_all(&p, &src, &rb), RDMX_OK);
+		assert_pattern(a.p, PAGE, SEED + i, 0);
+		assert_pattern(b.p, PAGE, SEED + 100 + i, 0);
+	}
+	assert_int_equal(rdmx_mr_dereg(b.mr), RDMX_OK);
+	b.mr = NULL;
+	buf_fill(&src, SEED + 50);
+	assert_int_equal(write_all(&p, &src, &ra), RDMX_OK);
+	assert_pattern(a.p, PAGE, SEED + 50, 0);
+	/* READ through the second grant, then WRITE through each. */
+	memset(src.p, 0, PAGE);
+	s = sge_of(&src, 0, PAGE);
+	assert_int_equal(rdmx_post_read(p.cconn, &s, rro.addr, rro.rkey, 0),
+			 RDMX_OK);
+	assert_int_equal(wait_wc(p.c.cq).status, RDMX_OK);
+	assert_pattern(src.p, PAGE, SEED + 50, 0);
+	buf_fill(&src, SEED + 60);
+	assert_int_equal(write_all(&p, &src, &ra), RDMX_OK);
+	buf_fill(&src, SEED + 70);
+	assert_refused(p.cconn, write_all(&p, &src, &rro));
+	assert_pattern(a.p, PAGE, SEED + 60, 0);
+	assert_int_equal(rdmx_mr_dereg(ro.mr), RDMX_OK);
+	buf_free(&a);
+	buf_free(&b);
+	buf_free(&src);
+	pair_close(&p);
+}
+
 struct hammer {
 	struct pair *p;
 	struct buf *src;
@@ -410,6 +479,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mem_one_sided_without_target_cpu),
 		cmocka_unit_test(test_mem_conn_says_mapped),
 		cmocka_unit_test(test_mem_unordered_write_passes_waiting_send),
+		cmocka_unit_test(test_mem_grants_kept_apart),
 		cmocka_unit_test(test_mem_dereg_stops_writes),
 	};
 

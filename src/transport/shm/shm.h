@@ -56,6 +56,17 @@ struct rdmx_shm_pipe {
 		size_t len;
 	} maps[RDMX_SHM_MAPS]; /* the peer's blocks we mapped */
 	unsigned nmaps, evict;
+	/*
+	 * The grant the last request went by, and its block: the next one
+	 * with the same rkey takes them while the grant's seq is unchanged,
+	 * instead of a search of the peer's table and of the maps (a mapped
+	 * 8-byte READ posted: 24.0 -> 22.0 ns here). Bounds and access are
+	 * still checked per request, and rdmx_mem_still after copy_begin, as
+	 * before. seen_base NULL: none. Under the connection's lock, as maps.
+	 */
+	uint64_t seen_rkey;
+	struct rdmx_mem_view seen;
+	uint8_t *seen_base;
 };
 
 extern const struct rdmx_sw_pipe rdmx_shm_pipe;

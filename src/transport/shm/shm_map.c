@@ -52,6 +52,7 @@ void rdmx_shm_map_leave(struct rdmx_shm_pipe *p)
 	for (unsigned i = 0; i < p->nmaps; i++)
 		munmap(p->maps[i].base, p->maps[i].len);
 	p->nmaps = 0;
+	p->seen_base = NULL;
 	if (p->grants)
 		munmap((void *)p->grants, sizeof(*p->grants));
 	p->grants = NULL;
@@ -221,6 +222,7 @@ static uint8_t *rdmx_shm_block(struct rdmx_shm_pipe *p,
 	} else {
 		m = &p->maps[p->evict++ % RDMX_SHM_MAPS];
 		munmap(m->base, m->len);
+		p->seen_base = NULL; /* it may have been this one */
 	}
 	m->ino = v->ino;
 	m->base = base;
@@ -308,22 +310,29 @@ bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 	bool atomic = wr->opcode != RDMX_OP_WRITE && wr->opcode != RDMX_OP_READ;
 	uint64_t len = atomic ? 8 : total, at = wr->remote_addr;
 	unsigned need = rdmx_shm_needs(wr->opcode);
-	struct rdmx_mem_view v;
-	uint8_t *base, *dst;
+	const struct rdmx_mem_view *v = &p->seen;
+	uint8_t *dst;
 
+	if (!p->seen_base || p->seen_rkey != wr->rkey || p->peer_gone ||
+	    atomic_load_explicit((_Atomic uint64_t *)&v->entry->seq,
+				 memory_order_acquire) != v->seq) {
+		p->seen_base = NULL;
+		if (!rdmx_shm_grant(p, wr->rkey, &p->seen))
+			return false;
+		p->seen_rkey = wr->rkey;
+	}
 	/* Outside the grant: the target refuses it, and counts it. */
-	if (!rdmx_shm_grant(p, wr->rkey, &v) || at < v.addr || len > v.length ||
-	    at - v.addr > v.length - len || (v.access & need) != need)
+	if (at < v->addr || len > v->length || at - v->addr > v->length - len ||
+	    (v->access & need) != need)
 		return false;
-	base = rdmx_shm_block(p, &v);
-	if (!base)
+	if (!p->seen_base && !(p->seen_base = rdmx_shm_block(p, v)))
 		return false;
-	dst = base + v.off + (at - v.addr);
+	dst = p->seen_base + v->off + (at - v->addr);
 	if (atomic && ((uintptr_t)dst & 7))
 		return false;
 	rdmx_shm_copy_begin(p);
 	if (atomic_load(&p->rx->closed) || atomic_load(&p->rx->sealed) ||
-	    !rdmx_mem_still(&v)) {
+	    !rdmx_mem_still(v)) {
 		rdmx_shm_copy_end(p);
 		return false;
 	}
