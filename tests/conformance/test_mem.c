@@ -322,12 +322,17 @@ static void test_mem_unordered_write_passes_waiting_send(void **state)
 	pair_close(&p);
 }
 
-/* WRITE all of @src to @rem and wait for its completion; its status. */
-static rdmx_status write_all(struct pair *p, struct buf *src,
-			     const struct rdmx_remote *rem)
+/* @op (WRITE or READ) of all of @b at @rem from the client; its status. */
+static rdmx_status rdma_all(struct pair *p, enum rdmx_opcode op, struct buf *b,
+			    const struct rdmx_remote *rem)
 {
-	struct rdmx_sge s = sge_of(src, 0, src->len);
-	rdmx_status st = rdmx_post_write(p->cconn, &s, rem->addr, rem->rkey, 0);
+	struct rdmx_sge s = sge_of(b, 0, b->len);
+	struct rdmx_wr wr = { .opcode = op,
+			      .sg_list = &s,
+			      .num_sge = 1,
+			      .remote_addr = rem->addr,
+			      .rkey = rem->rkey };
+	rdmx_status st = rdmx_post(p->cconn, &wr);
 
 	return st ? st : wait_wc(p->c.cq).status;
 }
@@ -344,7 +349,6 @@ static void test_mem_grants_kept_apart(void **state)
 	struct pair p;
 	struct buf a, b, src, ro = { 0 };
 	struct rdmx_remote ra, rb, rro;
-	struct rdmx_sge s;
 	rdmx_status st;
 
 	(void)state;
@@ -362,40 +366,35 @@ static void test_mem_grants_kept_apart(void **state)
 	rro = share_remote(&p, &ro);
 	for (uint8_t i = 0; i < 20; i++) {
 		buf_fill(&src, SEED + i);
-		assert_int_equal(write_all(&p, &src, &ra), RDMX_OK);
+		assert_int_equal(rdma_all(&p, RDMX_OP_WRITE, &src, &ra),
+				 RDMX_OK);
 		buf_fill(&src, SEED + 100 + i);
-		assert_int_equal(write_all(&p, &src, &rb), RDMX_OK);
+		assert_int_equal(rdma_all(&p, RDMX_OP_WRITE, &src, &rb),
+				 RDMX_OK);
 		assert_pattern(a.p, PAGE, SEED + i, 0);
 		assert_pattern(b.p, PAGE, SEED + 100 + i, 0);
 	}
 	assert_int_equal(rdmx_mr_dereg(b.mr), RDMX_OK);
 	b.mr = NULL;
 	buf_fill(&src, SEED + 50);
-	assert_int_equal(write_all(&p, &src, &ra), RDMX_OK);
+	assert_int_equal(rdma_all(&p, RDMX_OP_WRITE, &src, &ra), RDMX_OK);
 	assert_pattern(a.p, PAGE, SEED + 50, 0);
 	/* READ through the second grant, then WRITE through each. */
 	memset(src.p, 0, PAGE);
-	s = sge_of(&src, 0, PAGE);
-	assert_int_equal(rdmx_post_read(p.cconn, &s, rro.addr, rro.rkey, 0),
-			 RDMX_OK);
-	assert_int_equal(wait_wc(p.c.cq).status, RDMX_OK);
+	assert_int_equal(rdma_all(&p, RDMX_OP_READ, &src, &rro), RDMX_OK);
 	assert_pattern(src.p, PAGE, SEED + 50, 0);
 	buf_fill(&src, SEED + 60);
-	assert_int_equal(write_all(&p, &src, &ra), RDMX_OK);
+	assert_int_equal(rdma_all(&p, RDMX_OP_WRITE, &src, &ra), RDMX_OK);
 	buf_fill(&src, SEED + 70);
-	st = write_all(&p, &src, &rro);
+	st = rdma_all(&p, RDMX_OP_WRITE, &src, &rro);
 	/* A WRITE that completes once sent (iWARP) cannot report its refusal:
 	 * the Terminate that follows ends the connection, which the next
 	 * request finds over. */
-	if (st == RDMX_OK && conn_has(p.cconn, RDMX_CONN_COMPLETES_LOCALLY)) {
-		s = sge_of(&src, 0, PAGE);
-		st = rdmx_post_read(p.cconn, &s, ra.addr, ra.rkey, 0);
-		if (!st)
-			st = wait_wc(p.c.cq).status;
-		assert_int_not_equal(st, RDMX_OK);
-	} else {
+	if (st == RDMX_OK && conn_has(p.cconn, RDMX_CONN_COMPLETES_LOCALLY))
+		assert_int_not_equal(rdma_all(&p, RDMX_OP_READ, &src, &ra),
+				     RDMX_OK);
+	else
 		assert_refused(p.cconn, st);
-	}
 	assert_pattern(a.p, PAGE, SEED + 60, 0);
 	assert_int_equal(rdmx_mr_dereg(ro.mr), RDMX_OK);
 	buf_free(&a);

@@ -314,8 +314,7 @@ bool rdmx_shm_direct(struct rdmx_sw_conn *c, const struct rdmx_wr *wr,
 	uint8_t *dst;
 
 	if (!p->seen_base || p->seen_rkey != wr->rkey || p->peer_gone ||
-	    atomic_load_explicit((_Atomic uint64_t *)&v->entry->seq,
-				 memory_order_acquire) != v->seq) {
+	    !rdmx_mem_still(v)) {
 		p->seen_base = NULL;
 		if (!rdmx_shm_grant(p, wr->rkey, &p->seen))
 			return false;
