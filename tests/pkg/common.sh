@@ -27,12 +27,16 @@ check() { # name command...
 # PATTERN and both exit 0. Example programs (examples/basic) take these
 # arguments.
 run_pair() {
-	local name=$1 t=$2 server=$3 client=$4 pattern=$5 port spid
-	port=$((20000 + RANDOM % 20000))
-	RDMX_TRANSPORT=$t timeout 60 "$server" -l "127.0.0.1:$port" >"$tmp/srv" 2>&1 &
+	local name=$1 t=$2 server=$3 client=$4 pattern=$5 port="" spid
+	# Port 0: the kernel's choice, which no other test's socket holds.
+	RDMX_TRANSPORT=$t timeout 60 "$server" -l "127.0.0.1:0" >"$tmp/srv" 2>&1 &
 	spid=$!
 	pids+=("$spid")
-	for _ in $(seq 50); do grep -q listening "$tmp/srv" && break; sleep 0.1; done
+	for _ in $(seq 200); do
+		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/srv")
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
 	if RDMX_TRANSPORT=$t timeout 30 "$client" "127.0.0.1:$port" >"$tmp/cli" 2>&1 &&
 		grep -q "over $t" "$tmp/cli" && grep -q -- "$pattern" "$tmp/cli" &&
 		wait "$spid"; then
