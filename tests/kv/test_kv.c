@@ -1098,6 +1098,81 @@ static void test_kv_batches_leave_and_return_whole(void **state)
 	waitpid(pid, NULL, 0);
 }
 
+/* rdmx_kv_server_stats, which takes the store's lock, on a thread. */
+struct stats_call {
+	struct rdmx_kv_server *srv;
+	struct rdmx_kv_server_stats st;
+	atomic_bool done;
+};
+
+static void *stats_run(void *arg)
+{
+	struct stats_call *sc = arg;
+
+	rdmx_kv_server_stats(sc->srv, &sc->st);
+	atomic_store(&sc->done, true);
+	return NULL;
+}
+
+/*
+ * A worker holds the store's lock across a batch of lookups and item
+ * releases: once the batch is served it must let go, also when its
+ * client then stays open and quiet. Else stats, the Redis port and the
+ * other workers wait for that client's next request.
+ */
+static void test_kv_store_free_once_served(void **state)
+{
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc;
+	struct rdmx_kv_result res[8];
+	struct stats_call sc = { 0 };
+	uint8_t in[4096], out[4096];
+	uint64_t len = 0;
+	pthread_t t;
+	int got = 0;
+
+	(void)state;
+	kvs_open_threads(&k, 1 << 20, 1);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	val_fill(in, sizeof(in), 1, 1);
+	assert_int_equal(rdmx_kv_put(kc, "k", 1, in, sizeof(in)), RDMX_OK);
+	/* A batch of hits and misses, then a lone hit: the paths that hold. */
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(rdmx_kv_post_get(kc, i % 2 ? "k" : "no",
+						  i % 2 ? 1 : 2, sizeof(in),
+						  (uint64_t)i),
+				 RDMX_OK);
+	while (got < 8) {
+		int n = rdmx_kv_poll(kc, res, 8, T_TIMEOUT_MS);
+
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(res[i].status,
+					 res[i].tag % 2 ? RDMX_OK
+							: RDMX_ERR_NOT_FOUND);
+			rdmx_kv_release(kc, &res[i].value);
+		}
+		got += n;
+	}
+	assert_int_equal(rdmx_kv_get(kc, "k", 1, out, sizeof(out), &len),
+			 RDMX_OK);
+	assert_true(len == sizeof(in) && val_check(out, len, 1, 1));
+	sc.srv = k.srv;
+	pthread_create(&t, NULL, stats_run, &sc);
+	for (int ms = 0; ms < T_TIMEOUT_MS && !atomic_load(&sc.done); ms++)
+		usleep(1000);
+	if (!atomic_load(&sc.done))
+		fail_msg("the store's lock is still held by the worker");
+	pthread_join(t, NULL);
+	assert_int_equal(sc.st.gets, 9);
+	assert_int_equal(sc.st.hits, 5);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+}
+
 static void test_kv_server_killed_errors_not_hangs(void **state)
 {
 	int port = harness_free_port();
@@ -1255,6 +1330,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_poll_spins_without_clock),
 		cmocka_unit_test(test_kv_batches_leave_and_return_whole),
 		cmocka_unit_test(test_kv_first_posts_touch_no_new_page),
+		cmocka_unit_test(test_kv_store_free_once_served),
 		cmocka_unit_test(test_kv_server_killed_errors_not_hangs),
 		cmocka_unit_test(test_kv_aof_fsync_always_survives_kill9),
 	};
