@@ -40,10 +40,11 @@ void kv_store_lock(struct kv_store *s);
 void kv_store_unlock(struct kv_store *s);
 /*
  * Start loading what lookups of @n keys (at most KV_PREFETCH) will touch:
- * their buckets, then the first item of each, then, where @value[i], the
- * first KV_PREFETCH_VALUE bytes of its value (a GET's, which its WRITE
- * copies). A batch of requests then waits for its cache misses together,
- * not one after another.
+ * their buckets, then the first item of each (and the next, where the
+ * first is of another hash), then, where @value[i], the first
+ * KV_PREFETCH_VALUE bytes of its value (a GET's, which its WRITE copies). A
+ * batch of requests then waits for its cache misses together, not one after
+ * another.
  */
 #define KV_PREFETCH 32
 #define KV_PREFETCH_VALUE 512

@@ -240,24 +240,36 @@ void kv_store_prefetch(struct kv_store *s, const uint8_t *const *keys,
 		       const uint16_t *klens, const bool *value, int n)
 {
 	struct kv_item **b[KV_PREFETCH];
+	const struct kv_item *it;
+	uint64_t h[KV_PREFETCH];
 
 	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
-		b[i] = &s->bucket[kv_hash(keys[i], klens[i]) &
-				  (s->nbuckets - 1)];
+		h[i] = kv_hash(keys[i], klens[i]);
+		b[i] = &s->bucket[h[i] & (s->nbuckets - 1)];
 		__builtin_prefetch(b[i]);
 	}
 	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
-		const struct kv_item *it = *b[i];
-
+		it = *b[i];
 		if (it) { /* its hash, and its key, which may cross a line */
 			__builtin_prefetch(&it->hash);
 			__builtin_prefetch(it->key + klens[i]);
 		}
 	}
+	/* A bucket's first item of another hash: the next one too (at
+	 * 10,000 keys, a third of the lookups went on down the chain). */
 	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
-		const struct kv_item *it = value[i] ? *b[i] : NULL;
+		it = *b[i];
+		if (it && it->hash != h[i] && it->hnext) {
+			__builtin_prefetch(&it->hnext->hash);
+			__builtin_prefetch(it->hnext->key + klens[i]);
+		}
+	}
+	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
 		uint64_t len;
 
+		for (it = value[i] ? *b[i] : NULL; it && it->hash != h[i];
+		     it = it->hnext)
+			;
 		if (!it || it->off >= s->pool_len)
 			continue;
 		len = it->vlen < KV_PREFETCH_VALUE ? it->vlen
