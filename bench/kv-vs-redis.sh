@@ -56,8 +56,17 @@ port_of() { # file: the port a server printed
 	echo "$p"
 }
 
+# A loopback port no socket uses, below the kernel's ephemeral range
+# (32768 up), where the runs' own client sockets take theirs.
+free_port() {
+	local p
+	while :; do
+		p=$((10000 + RANDOM % 20000))
+		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
+	done
+}
 # Redis: no RDB snapshots, no AOF, on a loopback port of its own.
-rport=$((20000 + RANDOM % 20000))
+rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
 	--daemonize no >"$tmp/redis.log" 2>&1 &
 pids+=($!)
@@ -91,17 +100,16 @@ kb() { # transport op clients pipeline
 # tcp_reqresp's JSON for OP: "ops p50_us p99_us". A GET is 40 bytes out
 # and 4 KiB back, a SET 4 KiB out and 16 bytes back, as in rdmx kv. Its
 # server spins: it runs for its row only.
-fport=$((rport + 1))
 tf() { # op clients pipeline
-	local req=40 ans=4112 fpid
+	local req=40 ans=4112 fpid fport
 	[ "$1" = set ] && req=4136 ans=16
+	fport=$(free_port)
 	"$FLOOR" server "$fport" >"$tmp/floor.log" 2>&1 &
 	fpid=$!
 	"$FLOOR" client 127.0.0.1 "$fport" "$2" "$3" "$req" "$ans" "$N" 2>/dev/null |
 		sed -n 's/.*"ops_per_s":\([0-9.]*\),"p50_us":\([0-9.]*\),"p99_us":\([0-9.]*\).*/\1 \2 \3/p'
 	kill "$fpid" 2>/dev/null
 	wait "$fpid" 2>/dev/null || true
-	fport=$((fport + 1))
 }
 
 # Both stores hold the key space before the first GET, or redis-benchmark's
