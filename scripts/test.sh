@@ -17,7 +17,27 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-30}
 
-stage() { printf '\n==== %s ====\n' "$*"; }
+# Each stage's wall time, said again at the end (also of a failed run),
+# so that a slow stage shows where CI's minutes went.
+stage_name="" stage_start=$SECONDS stage_times=""
+stage_end() {
+	[ -n "$stage_name" ] || return 0
+	stage_times+=$(printf '%5d s  %s' $((SECONDS - stage_start)) "$stage_name")$'\n'
+	stage_name=""
+}
+stage() {
+	stage_end
+	stage_name=$*
+	stage_start=$SECONDS
+	printf '\n==== %s ====\n' "$*"
+}
+times_at_exit() {
+	local rc=$?
+	stage_end
+	printf '\n==== wall time by stage (%d s in all) ====\n%s' "$SECONDS" "$stage_times"
+	exit $rc
+}
+trap times_at_exit EXIT
 
 stage "format (clang-format, .clang-format)"
 if ! clang-format --dry-run --Werror $(git ls-files '*.c' '*.h') 2>/dev/null; then
