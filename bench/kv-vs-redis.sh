@@ -56,15 +56,7 @@ port_of() { # file: the port a server printed
 	echo "$p"
 }
 
-# A loopback port no socket uses, below the kernel's ephemeral range
-# (32768 up), where the runs' own client sockets take theirs.
-free_port() {
-	local p
-	while :; do
-		p=$((10000 + RANDOM % 20000))
-		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-}
+source scripts/free-port.sh
 # Redis: no RDB snapshots, no AOF, on a loopback port of its own.
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \

@@ -15,14 +15,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A loopback TCP port no socket uses now, in any state.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
 # start NAME CMD...: in the background, output in $dir/NAME; wait until
 # it publishes itself (or, for etcd, answers).

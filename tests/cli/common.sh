@@ -78,14 +78,7 @@ http_get() { # port path
 	exec 3<&-
 }
 
-# A loopback TCP port no socket uses now, in any state.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/free-port.sh"
 
 # start_etcd: Debian's etcd on two free loopback ports, its data and log in
 # $tmp; sets etcd_pid and etcd_url once it answers. A port taken between
