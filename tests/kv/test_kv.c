@@ -1173,6 +1173,79 @@ static void test_kv_store_free_once_served(void **state)
 	kvs_close(&k);
 }
 
+/* Wait until the server's pool holds no value: true, or false after
+ * T_TIMEOUT_MS. */
+static bool pool_empties(struct rdmx_kv_server *srv)
+{
+	struct rdmx_kv_server_stats st;
+
+	for (int ms = 0; ms < T_TIMEOUT_MS; ms++) {
+		rdmx_kv_server_stats(srv, &st);
+		if (!st.bytes_used)
+			return true;
+		usleep(1000);
+	}
+	print_message("%llu bytes still used\n",
+		      (unsigned long long)st.bytes_used);
+	return false;
+}
+
+/*
+ * A GET's answer holds its item until the answer is known sent, so that
+ * a PUT or DELETE cannot hand its block to another value under the WRITE.
+ * Every answer gives it back: after a batch answered, and when the client
+ * ends with its GETs in flight. A deleted value's block is free once no
+ * answer holds it: the pool empties after each case.
+ */
+static void test_kv_answers_give_items_back(void **state)
+{
+	struct kvs k;
+	struct side c;
+	struct rdmx_kv_client *kc, *kg;
+	struct rdmx_kv_result res[16];
+	uint8_t in[4096];
+	int got = 0;
+
+	(void)state;
+	kvs_open_threads(&k, 1 << 20, 1);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	kg = client(&c, k.addr, 0);
+	val_fill(in, sizeof(in), 2, 2);
+	/* A batch of 16 GETs answered, then the key deleted. */
+	assert_int_equal(rdmx_kv_put(kc, "k", 1, in, sizeof(in)), RDMX_OK);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(rdmx_kv_post_get(kg, "k", 1, sizeof(in),
+						  (uint64_t)i),
+				 RDMX_OK);
+	while (got < 16) {
+		int n = rdmx_kv_poll(kg, res, 16, T_TIMEOUT_MS);
+
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(res[i].status, RDMX_OK);
+			assert_true(val_check(res[i].value.data,
+					      res[i].value.len, 2, 2));
+			rdmx_kv_release(kg, &res[i].value);
+		}
+		got += n;
+	}
+	assert_int_equal(rdmx_kv_del(kc, "k", 1), RDMX_OK);
+	assert_true(pool_empties(k.srv));
+	/* 16 GETs in flight when their client ends. */
+	assert_int_equal(rdmx_kv_put(kc, "k", 1, in, sizeof(in)), RDMX_OK);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(rdmx_kv_post_get(kg, "k", 1, sizeof(in),
+						  (uint64_t)i),
+				 RDMX_OK);
+	rdmx_kv_close(kg);
+	assert_int_equal(rdmx_kv_del(kc, "k", 1), RDMX_OK);
+	assert_true(pool_empties(k.srv));
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+}
+
 static void test_kv_server_killed_errors_not_hangs(void **state)
 {
 	int port = harness_free_port();
@@ -1331,6 +1404,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_batches_leave_and_return_whole),
 		cmocka_unit_test(test_kv_first_posts_touch_no_new_page),
 		cmocka_unit_test(test_kv_store_free_once_served),
+		cmocka_unit_test(test_kv_answers_give_items_back),
 		cmocka_unit_test(test_kv_server_killed_errors_not_hangs),
 		cmocka_unit_test(test_kv_aof_fsync_always_survives_kill9),
 	};
