@@ -23,9 +23,10 @@ failures=""
 
 # One conformance binary in an environment; counts its cmocka cases.
 suite() { # label test VAR=VALUE...
-	local label=$1 t=$2 out rc=0
+	local label=$1 t=$2 out rc=0 start=$SECONDS
 	shift 2
 	out=$(env "$@" timeout 600 "$build/tests/test_$t" 2>&1) || rc=$?
+	echo "$label.$t: $((SECONDS - start)) s"
 	# A binary that hung or died names no failed case: it failed.
 	if [ $rc -ne 0 ] && ! grep -qE '^\[ +FAILED' <<<"$out"; then
 		out+=$'\n'"ERROR: test_$t exited with status $rc"
