@@ -5,7 +5,8 @@
 #   build-fuzz  clang + libFuzzer: each target for FUZZ_SECONDS on its corpus
 #   tests/vm    the conformance suite over verbs on SoftRoCE (rxe) inside a
 #               Debian kernel under qemu, with the host's build; then the
-#               extras; then tcp and rxe across a lossy, slow veth (netem)
+#               extras; then tcp and rxe across a lossy, slow veth (netem),
+#               that boot beside soak and packages
 #   soak        a minute of bench clients against tcp and shm servers,
 #               failing if their memory or descriptors grow
 #   packages    make install into a DESTDIR; make deb, the packages
@@ -76,47 +77,54 @@ stage "suite under TSan"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j 1)
 
 stage "verbs: conformance over real kernel RDMA (rxe) in a qemu guest"
+vm_logs=$(mktemp -d) netem_pid=""
+# vm_boot NAME SUITE-ARGS...: one boot of the guest, its output kept in
+# $vm_logs/NAME; a failure's name goes to $vm_logs/failed.
+vm_boot() {
+	local name=$1 rc=0
+	shift
+	tests/vm/vm.sh run tests/vm/suite.sh build "$@" 2>&1 |
+		tee "$vm_logs/$name" || rc=$?
+	[ $rc -eq 0 ] || echo "$name" >>"$vm_logs/failed"
+}
+# Each failed boot's failed names and reasons again, where a log's tail
+# shows them; then fail.
+vm_report() {
+	[ -s "$vm_logs/failed" ] || { rm -rf "$vm_logs"; return 0; }
+	while read -r name; do
+		echo "== the guest's $name boot failed; what it said of it:"
+		grep -E '\[ *FAILED *\]|^    \| ' "$vm_logs/$name" |
+			head -60 || true
+		# Why, again, where CI's excerpt shows it: the failed
+		# cases' log lines and cmocka's reasons, the last of them.
+		echo "== why, in rdmx's and cmocka's words:"
+		grep -E '^    \| (rdmx: (error|warn)|\[ +(ERROR|LINE) +\]|ERROR: test_)' \
+			"$vm_logs/$name" | tail -14 || true
+		if grep -q '^failed:$' "$vm_logs/$name"; then
+			sed -n '/^failed:$/,$p' "$vm_logs/$name" | tail -30
+		else
+			tail -15 "$vm_logs/$name"
+		fi
+	done <"$vm_logs/failed"
+	echo "verbs suite in the guest FAILED"
+	exit 1
+}
 if why=$(tests/vm/vm.sh check 2>&1); then
-	# One boot for the conformance suite, one for the rest. Each boot's
-	# output is kept: a failure's names are said again last, where a
-	# log's tail shows them.
-	vm_fail=0 vm_logs=$(mktemp -d)
-	vm_boot() { # name suite-args...
-		local name=$1 rc=0
-		shift
-		tests/vm/vm.sh run tests/vm/suite.sh build "$@" 2>&1 |
-			tee "$vm_logs/$name" || rc=$?
-		[ $rc -eq 0 ] && return
-		vm_fail=1
-		echo "$name" >>"$vm_logs/failed"
-	}
+	# One boot for the conformance suite, one for the rest.
 	vm_boot conformance conformance sendrecv rma stats srq verbs_cm page \
 		kv atomic access peer_death conns progress errors mem
 	vm_boot extras extras
-	# A link that loses 1% and delays 5 ms: tcp and rxe, every byte checked.
-	vm_boot netem netem sendrecv rma atomic access stats srq progress errors
-	if [ $vm_fail -ne 0 ]; then
-		while read -r name; do
-			echo "== the guest's $name boot failed; what it said of it:"
-			grep -E '\[ *FAILED *\]|^    \| ' "$vm_logs/$name" |
-				head -60 || true
-			# Why, again, where CI's excerpt shows it: the failed
-			# cases' log lines and cmocka's reasons, the last of them.
-			echo "== why, in rdmx's and cmocka's words:"
-			grep -E '^    \| (rdmx: (error|warn)|\[ +(ERROR|LINE) +\]|ERROR: test_)' \
-				"$vm_logs/$name" | tail -14 || true
-			if grep -q '^failed:$' "$vm_logs/$name"; then
-				sed -n '/^failed:$/,$p' "$vm_logs/$name" | tail -30
-			else
-				tail -15 "$vm_logs/$name"
-			fi
-		done <"$vm_logs/failed"
-		echo "verbs suite in the guest FAILED"
-		exit 1
-	fi
-	rm -rf "$vm_logs"
+	vm_report
+	# A link that loses 1% and delays 5 ms: tcp and rxe, every byte
+	# checked. Its cases wait on the link's delays more than they
+	# compute: the boot runs beside soak and packages, its output said
+	# once it is done.
+	vm_boot netem netem sendrecv rma atomic access stats srq progress \
+		errors >/dev/null 2>&1 &
+	netem_pid=$!
 else
 	echo "skip: the RDMA guest cannot boot here: $why"
+	rm -rf "$vm_logs"
 fi
 
 stage "soak: a minute of bench clients on tcp and shm, the servers sampled"
@@ -127,6 +135,13 @@ tests/pkg/test_make_install.sh
 deb_rc=0
 tests/pkg/test_deb.sh || deb_rc=$?
 [ $deb_rc -eq 0 ] || [ $deb_rc -eq 77 ] || { echo "package test FAILED"; exit 1; }
+
+if [ -n "$netem_pid" ]; then
+	stage "verbs and tcp over a lossy veth (netem) in the guest, run beside the last two"
+	wait "$netem_pid" || true
+	cat "$vm_logs/netem"
+	vm_report
+fi
 
 stage "suite (every case by name)"
 (cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
