@@ -90,7 +90,7 @@ vm_boot() {
 # Each failed boot's failed names and reasons again, where a log's tail
 # shows them; then fail.
 vm_report() {
-	[ -s "$vm_logs/failed" ] || { rm -rf "$vm_logs"; return 0; }
+	[ -s "$vm_logs/failed" ] || return 0
 	while read -r name; do
 		echo "== the guest's $name boot failed; what it said of it:"
 		grep -E '\[ *FAILED *\]|^    \| ' "$vm_logs/$name" |
@@ -141,6 +141,7 @@ if [ -n "$netem_pid" ]; then
 	wait "$netem_pid" || true
 	cat "$vm_logs/netem"
 	vm_report
+	rm -rf "$vm_logs"
 fi
 
 stage "suite (every case by name)"
