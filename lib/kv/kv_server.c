@@ -886,7 +886,8 @@ static void *kv_worker_run(void *arg)
 			kv_completion(w, &wc[i]);
 		kv_store_drop(w);
 		kv_flush(w);
-		kv_store_drop(w); /* answers that could not go let go */
+		/* Answers that could not go gave their items back. */
+		kv_store_drop(w);
 		if (n > 0) {
 			worked = true;
 			continue;

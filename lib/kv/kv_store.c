@@ -255,8 +255,9 @@ void kv_store_prefetch(struct kv_store *s, const uint8_t *const *keys,
 			__builtin_prefetch(it->key + klens[i]);
 		}
 	}
-	/* A bucket's first item of another hash: the next one too (at
-	 * 10,000 keys, a third of the lookups went on down the chain). */
+	/* A bucket's first item of another hash: the next one too (10,000
+	 * keys in 16,384 buckets: a quarter of the lookups go past the
+	 * first). */
 	for (int i = 0; i < n && i < KV_PREFETCH; i++) {
 		it = *b[i];
 		if (it && it->hash != h[i] && it->hnext) {
