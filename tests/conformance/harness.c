@@ -125,6 +125,16 @@ void assert_refused(const struct rdmx_conn *conn, rdmx_status st)
 	assert_int_equal(st, RDMX_ERR_REMOTE_ACCESS);
 }
 
+bool write_refusal_reported(const struct rdmx_conn *conn)
+{
+	if (!conn_has(conn, RDMX_CONN_COMPLETES_LOCALLY))
+		return true;
+	print_message("%s: a WRITE completes once sent; its refusal is not "
+		      "observable on it\n",
+		      suite_transport());
+	return false;
+}
+
 const char *suite_addr(void)
 {
 	const char *a = getenv("RDMX_TEST_ADDR");

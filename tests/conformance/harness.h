@@ -198,6 +198,14 @@ bool suite_lossy(void);
  * over verbs on a lossy link, possibly the end of the connection.
  */
 void assert_refused(const struct rdmx_conn *conn, rdmx_status st);
+/*
+ * Does a refused WRITE on @conn complete with its refusal? Not where it
+ * completes once sent (RDMX_CONN_COMPLETES_LOCALLY, iWARP): the Terminate
+ * that follows ends the connection, which a later request finds over only
+ * once the provider notices (a minute on siw). There it says so (a
+ * message) and returns false: check the target's memory instead.
+ */
+bool write_refusal_reported(const struct rdmx_conn *conn);
 
 /* The address to listen and connect on (RDMX_TEST_ADDR, else 127.0.0.1):
  * rdma_cm cannot use loopback, so the verbs suite names a device's. */

@@ -85,6 +85,19 @@ static struct rdmx_kv_client *client(struct side *s, const char *addr,
 	return c;
 }
 
+/* Poll @c until @n results are in @res (room for @n); each poll must
+ * bring one within T_TIMEOUT_MS. */
+static void take_results(struct rdmx_kv_client *c, struct rdmx_kv_result *res,
+			 int n)
+{
+	for (int got = 0; got < n;) {
+		int m = rdmx_kv_poll(c, res + got, n - got, T_TIMEOUT_MS);
+
+		assert_true(m > 0);
+		got += m;
+	}
+}
+
 static void test_kv_round_trips_0b_to_16m(void **state)
 {
 	static const uint64_t sizes[] = { 0, 1, 4096, 1 << 20, 16 << 20 };
@@ -922,7 +935,6 @@ static void test_kv_first_posts_touch_no_new_page(void **state)
 	struct rdmx_kv_result res[16];
 	uint8_t v[64] = { 7 };
 	long before, faults;
-	int got = 0;
 
 	(void)state;
 	kvs_open(&k, 1 << 20);
@@ -940,15 +952,10 @@ static void test_kv_first_posts_touch_no_new_page(void **state)
 	if (!conns_on(c.ctx, RDMX_TP_VERBS))
 		assert_true(faults < 8);
 #endif
-	while (got < 16) {
-		int n = rdmx_kv_poll(kc, res, 16, T_TIMEOUT_MS);
-
-		assert_true(n > 0);
-		for (int i = 0; i < n; i++) {
-			assert_int_equal(res[i].status, RDMX_OK);
-			rdmx_kv_release(kc, &res[i].value);
-		}
-		got += n;
+	take_results(kc, res, 16);
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(res[i].status, RDMX_OK);
+		rdmx_kv_release(kc, &res[i].value);
 	}
 	rdmx_kv_close(kc);
 	side_close(&c);
@@ -1130,7 +1137,6 @@ static void test_kv_store_free_once_served(void **state)
 	uint8_t in[4096], out[4096];
 	uint64_t len = 0;
 	pthread_t t;
-	int got = 0;
 
 	(void)state;
 	kvs_open_threads(&k, 1 << 20, 1);
@@ -1144,17 +1150,11 @@ static void test_kv_store_free_once_served(void **state)
 						  i % 2 ? 1 : 2, sizeof(in),
 						  (uint64_t)i),
 				 RDMX_OK);
-	while (got < 8) {
-		int n = rdmx_kv_poll(kc, res, 8, T_TIMEOUT_MS);
-
-		assert_true(n > 0);
-		for (int i = 0; i < n; i++) {
-			assert_int_equal(res[i].status,
-					 res[i].tag % 2 ? RDMX_OK
-							: RDMX_ERR_NOT_FOUND);
-			rdmx_kv_release(kc, &res[i].value);
-		}
-		got += n;
+	take_results(kc, res, 8);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(res[i].status,
+				 res[i].tag % 2 ? RDMX_OK : RDMX_ERR_NOT_FOUND);
+		rdmx_kv_release(kc, &res[i].value);
 	}
 	assert_int_equal(rdmx_kv_get(kc, "k", 1, out, sizeof(out), &len),
 			 RDMX_OK);
@@ -1204,7 +1204,6 @@ static void test_kv_answers_give_items_back(void **state)
 	struct rdmx_kv_client *kc, *kg;
 	struct rdmx_kv_result res[16];
 	uint8_t in[4096];
-	int got = 0;
 
 	(void)state;
 	kvs_open_threads(&k, 1 << 20, 1);
@@ -1218,17 +1217,12 @@ static void test_kv_answers_give_items_back(void **state)
 		assert_int_equal(rdmx_kv_post_get(kg, "k", 1, sizeof(in),
 						  (uint64_t)i),
 				 RDMX_OK);
-	while (got < 16) {
-		int n = rdmx_kv_poll(kg, res, 16, T_TIMEOUT_MS);
-
-		assert_true(n > 0);
-		for (int i = 0; i < n; i++) {
-			assert_int_equal(res[i].status, RDMX_OK);
-			assert_true(val_check(res[i].value.data,
-					      res[i].value.len, 2, 2));
-			rdmx_kv_release(kg, &res[i].value);
-		}
-		got += n;
+	take_results(kg, res, 16);
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(res[i].status, RDMX_OK);
+		assert_true(
+			val_check(res[i].value.data, res[i].value.len, 2, 2));
+		rdmx_kv_release(kg, &res[i].value);
 	}
 	assert_int_equal(rdmx_kv_del(kc, "k", 1), RDMX_OK);
 	assert_true(pool_empties(k.srv));
