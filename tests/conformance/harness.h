@@ -106,7 +106,10 @@ struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 /*
  * rdmx_accept on @lst in a thread of its own (attr: @attr when its cq is
  * set, else @s's cq only), for tests that drive the client side by hand.
- * @timeout 0: T_TIMEOUT_MS.
+ * @timeout 0: T_TIMEOUT_MS. acc_join waits for the accept's end; acc_stop,
+ * for a client that was refused or gave up, ends it within 0.1 s (a
+ * refused peer never becomes a connection to take, and the accept would
+ * wait out its timeout: seconds each under the guest's time scale).
  */
 struct acc {
 	struct side *s;
@@ -116,9 +119,11 @@ struct acc {
 	rdmx_status st;
 	struct rdmx_conn *conn;
 	pthread_t thread;
+	int stop;
 };
 void acc_start(struct acc *a);
 void acc_join(struct acc *a);
+void acc_stop(struct acc *a);
 
 /* Exchange a registration's descriptor over SEND/RECV (server -> client). */
 struct rdmx_remote share_remote(struct pair *p, struct buf *b);

@@ -208,7 +208,7 @@ static rdmx_status connect_over(struct side *s, struct side *c,
 				struct rdmx_listener *lst, const char *addr,
 				unsigned tp, char *used, size_t len)
 {
-	struct acc a = { .s = s, .lst = lst, .timeout = 2000 };
+	struct acc a = { .s = s, .lst = lst };
 	struct rdmx_conn_attr attr = { .mask = RDMX_CONN_ATTR_TRANSPORTS,
 				       .cq = c->cq,
 				       .transports = tp };
@@ -218,8 +218,11 @@ static rdmx_status connect_over(struct side *s, struct side *c,
 
 	acc_start(&a);
 	st = rdmx_connect(c->ctx, addr, &attr, T_TIMEOUT_MS, &conn);
-	acc_join(&a);
-	if (!st) {
+	if (st) { /* refused: the server has nothing to take */
+		acc_stop(&a);
+		assert_int_equal(a.st, RDMX_ERR_TIMEOUT);
+	} else {
+		acc_join(&a);
 		assert_int_equal(a.st, RDMX_OK);
 		rdmx_conn_info(conn, &info);
 		snprintf(used, len, "%s", info.transport);

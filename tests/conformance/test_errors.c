@@ -480,9 +480,6 @@ static pid_t fake_server(int lfd, size_t junk, unsigned hold_s)
 	return pid;
 }
 
-/* How long a server's accept waits for a peer it will refuse. */
-#define T_ACC_MS ((int)(1000 * time_scale()))
-
 /* rdmx_connect against each kind of server that makes it fail. */
 static void test_statuses_connect(void **state)
 {
@@ -545,7 +542,7 @@ static void test_statuses_connect(void **state)
 	side_open(&c);
 	attr = (struct rdmx_conn_attr){ .cq = c.cq };
 	{
-		struct acc a = { .s = &s, .timeout = T_ACC_MS };
+		struct acc a = { .s = &s };
 
 		snprintf(addr, sizeof(addr), "%s:%d", suite_addr(),
 			 side_listen(&s, &a.lst));
@@ -553,7 +550,8 @@ static void test_statuses_connect(void **state)
 		SEEN("rdmx_connect",
 		     rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &conn),
 		     RDMX_ERR_AUTH);
-		acc_join(&a);
+		acc_stop(&a);
+		assert_int_equal(a.st, RDMX_ERR_TIMEOUT);
 		rdmx_listener_close(a.lst);
 	}
 	unlink(kf);
@@ -565,7 +563,6 @@ static void test_statuses_connect(void **state)
 	side_open_with(&c, "RDMX_TRANSPORT", "auto");
 	{
 		struct acc a = { .s = &s,
-				 .timeout = T_ACC_MS,
 				 .attr = { .mask = RDMX_CONN_ATTR_TRANSPORTS,
 					   .cq = s.cq,
 					   .transports = RDMX_TP_TCP } };
@@ -581,7 +578,8 @@ static void test_statuses_connect(void **state)
 		SEEN("rdmx_connect",
 		     rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &conn),
 		     RDMX_ERR_NO_TRANSPORT);
-		acc_join(&a);
+		acc_stop(&a);
+		assert_int_equal(a.st, RDMX_ERR_TIMEOUT);
 		rdmx_listener_close(a.lst);
 	}
 	assert_null(conn);
@@ -678,7 +676,7 @@ static void test_statuses_after_error_completion(void **state)
 static void forced_verbs_refused(const char *host, const char *why)
 {
 	struct side s, c;
-	struct acc a = { .s = &s, .timeout = T_ACC_MS };
+	struct acc a = { .s = &s };
 	struct rdmx_conn_attr attr;
 	struct rdmx_conn *conn = NULL;
 	char addr[80], log[4096];
@@ -693,7 +691,8 @@ static void forced_verbs_refused(const char *host, const char *why)
 	acc_start(&a);
 	CAUGHT(st, rdmx_connect(c.ctx, addr, &attr, T_TIMEOUT_MS, &conn), log,
 	       sizeof(log));
-	acc_join(&a);
+	acc_stop(&a);
+	assert_int_equal(a.st, RDMX_ERR_TIMEOUT);
 	if (st != RDMX_ERR_NO_TRANSPORT || !strstr(log, why) ||
 	    !strstr(log, host))
 		fail_msg("verbs toward %s: %s, log '%s'", host,
