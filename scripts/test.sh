@@ -147,7 +147,8 @@ if [ -n "$netem_pid" ]; then
 	rm -rf "$vm_logs"
 fi
 
+# Two at a time, as the sanitizer suites: each line says its case's number.
 stage "suite (every case by name)"
-(cd build && ctest --verbose -j 1) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
+(cd build && ctest --verbose -j 2) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
 	grep -E '^[0-9]+: (\[|ok |FAIL )|Test *#|tests passed|tests failed|FAILED|Passed|\*\*\*|skip:'
 exit "${PIPESTATUS[0]}"
