@@ -70,14 +70,15 @@ cmake --build build-fuzz -j "$jobs"
 stage "fuzz every target for ${fuzz_seconds}s"
 scripts/fuzz.sh "$fuzz_seconds" --no-merge
 
-# Two at a time: most cases wait on peers, timeouts and children (one
-# at a time, the ASan suite kept 0.6 of a CPU busy); those that judge by
-# the clock run alone (RUN_SERIAL, tests/CMakeLists.txt).
+# The suites run two cases at a time: most wait on peers, timeouts and
+# children (one at a time, the ASan suite kept 0.6 of a CPU busy); those
+# that judge by the clock run alone (RUN_SERIAL, tests/CMakeLists.txt).
+ctest_jobs=2
 stage "suite under ASan + UBSan"
-(cd build-asan && ctest --output-on-failure -j 2)
+(cd build-asan && ctest --output-on-failure -j $ctest_jobs)
 
 stage "suite under TSan"
-(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j 2)
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $ctest_jobs)
 
 stage "verbs: conformance over real kernel RDMA (rxe) in a qemu guest"
 vm_logs=$(mktemp -d) netem_pid=""
@@ -147,8 +148,8 @@ if [ -n "$netem_pid" ]; then
 	rm -rf "$vm_logs"
 fi
 
-# Two at a time, as the sanitizer suites: each line says its case's number.
+# Each verbose line says its case's number.
 stage "suite (every case by name)"
-(cd build && ctest --verbose -j 2) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
+(cd build && ctest --verbose -j $ctest_jobs) 2>&1 | grep -vE '^[0-9]+: rdmx: ' |
 	grep -E '^[0-9]+: (\[|ok |FAIL )|Test *#|tests passed|tests failed|FAILED|Passed|\*\*\*|skip:'
 exit "${PIPESTATUS[0]}"

@@ -175,17 +175,13 @@ static void *acc_main(void *arg)
 		a->attr.cq ? a->attr
 			   : (struct rdmx_conn_attr){ .cq = a->s->cq };
 	double end = now_s() + (a->timeout ? a->timeout : T_TIMEOUT_MS) / 1e3;
-	int left;
 
-	/* In slices, to see acc_stop; a slice's end loses no peer (the
+	/* In 0.1 s slices, to see acc_stop; a slice's end loses no peer (the
 	 * listener keeps its handshakes until the next accept). */
-	do {
-		left = (int)((end - now_s()) * 1e3);
-		left = left < 1 ? 1 : left;
-		a->st = rdmx_accept(a->lst, &attr, left < 100 ? left : 100,
-				    &a->conn);
-	} while (a->st == RDMX_ERR_TIMEOUT && now_s() < end &&
-		 !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE));
+	do
+		a->st = rdmx_accept(a->lst, &attr, 100, &a->conn);
+	while (a->st == RDMX_ERR_TIMEOUT && now_s() < end &&
+	       !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE));
 	return NULL;
 }
 

@@ -821,7 +821,7 @@ static void test_kv_batch_gets_see_writes_before_them(void **state)
 	struct rdmx_kv_client *kc = NULL;
 	struct rdmx_kv_result res[16];
 	uint8_t v1[LEN], v2[LEN];
-	int done = 0, right = 0;
+	int right = 0;
 
 	(void)state;
 	kvs_open_threads(&k, 8 << 20, 1);
@@ -847,29 +847,22 @@ static void test_kv_batch_gets_see_writes_before_them(void **state)
 		assert_int_equal(rdmx_kv_post_get(kc, key, kl, LEN, tag + 4),
 				 RDMX_OK);
 		rdmx_kv_flush(kc);
-		for (done = 0; done < PER;) {
-			int n = rdmx_kv_poll(kc, res, 16, T_TIMEOUT_MS);
+		take_results(kc, res, PER);
+		for (int i = 0; i < PER; i++) {
+			uint64_t t = res[i].tag - tag;
+			const struct rdmx_kv_value *v = &res[i].value;
 
-			assert_true(n > 0);
-			for (int i = 0; i < n; i++) {
-				uint64_t t = res[i].tag - tag;
-				const struct rdmx_kv_value *v = &res[i].value;
-
-				if (t == 0 || t == 2)
-					right += res[i].status == RDMX_OK &&
-						 v->len == LEN &&
-						 val_check(v->data, LEN, r,
-							   t ? 2 : 1);
-				else if (t == 4)
-					right += res[i].status ==
-						 RDMX_ERR_NOT_FOUND;
-				else
-					right += res[i].status == RDMX_OK;
-				if (res[i].op == RDMX_KV_GET &&
-				    res[i].status == RDMX_OK)
-					rdmx_kv_release(kc, &res[i].value);
-			}
-			done += n;
+			if (t == 0 || t == 2)
+				right += res[i].status == RDMX_OK &&
+					 v->len == LEN &&
+					 val_check(v->data, LEN, r, t ? 2 : 1);
+			else if (t == 4)
+				right += res[i].status == RDMX_ERR_NOT_FOUND;
+			else
+				right += res[i].status == RDMX_OK;
+			if (res[i].op == RDMX_KV_GET &&
+			    res[i].status == RDMX_OK)
+				rdmx_kv_release(kc, &res[i].value);
 		}
 	}
 	assert_int_equal(right, ROUNDS * PER);
@@ -1088,16 +1081,13 @@ static void test_kv_batches_leave_and_return_whole(void **state)
 	assert_int_equal(sends(c.ctx, false), before);
 	rdmx_kv_flush(kc2);
 	assert_int_equal(sends(c.ctx, false), before + 2);
-	for (unsigned seen = 0; seen != 3;) {
-		n = rdmx_kv_poll(kc2, res, 16, T_TIMEOUT_MS);
-		assert_true(n > 0);
-		for (int i = 0; i < n; i++) {
-			assert_int_equal(res[i].status, RDMX_OK);
-			assert_true(res[i].tag == 100 || res[i].tag == 101);
-			seen |= 1u << (res[i].tag - 100);
-			rdmx_kv_release(kc2, &res[i].value);
-		}
+	take_results(kc2, res, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(res[i].status, RDMX_OK);
+		assert_true(res[i].tag == 100 || res[i].tag == 101);
+		rdmx_kv_release(kc2, &res[i].value);
 	}
+	assert_int_not_equal(res[0].tag, res[1].tag);
 	rdmx_kv_close(kc2);
 	rdmx_kv_close(kc);
 	side_close(&c);
