@@ -7,11 +7,19 @@
  * connections. A request is REQUEST_BYTES long and names the length of
  * its answer (a GET: a small request, the value back; a SET: the value
  * out, a small answer). Nothing else is done: no lookup, no copy but the
- * kernel's, from buffers in cache. Both sides spin (epoll_wait without
- * waiting), as rdmx kv bench and its server do; each side sends a
- * connection's answers, or its requests, of one pass with one send.
+ * kernel's. Both sides spin (epoll_wait without waiting), as rdmx kv
+ * bench and its server do; each side sends a connection's answers, or
+ * its requests, of one pass with one send.
  *
- *   tcp_reqresp server PORT
+ * With POOL_BYTES, the server answers from a pool that large, each answer
+ * from a place drawn at random (one sendmsg of them all, as a store
+ * sends values where they lie): bench/kv-vs-redis.sh gives the size of
+ * its key space's values, which do not fit in this host's caches, so the
+ * kernel's copy of each value reads memory as rdmx kv's and Redis's do.
+ * Without it (and for answers larger than the pool) every answer comes
+ * from one buffer in cache.
+ *
+ *   tcp_reqresp server PORT [POOL_BYTES]
  *   tcp_reqresp client HOST PORT CONNS DEPTH REQUEST_BYTES ANSWER_BYTES OPS
  *
  * The client prints one JSON line: ops/s and the latency of a request
@@ -19,6 +27,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -27,6 +36,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -66,9 +76,64 @@ static int send_all(int fd, const uint8_t *p, size_t len)
 	return 0;
 }
 
-/* Answer every whole request in what @p has received: one send. */
-static int serve(struct peer *p, uint8_t **out, size_t *cap)
+/* The server's answers: from one buffer (@out), or from a @pool. */
+struct answers {
+	uint8_t *out, *pool;
+	size_t cap, pool_len;
+	struct iovec *iov;
+	size_t niov, iov_cap;
+	uint64_t rnd;
+};
+
+/* Send @a's iovecs whole; -1 on error. */
+static int sendv_all(int fd, struct answers *a)
 {
+	struct iovec *v = a->iov;
+	size_t left = a->niov;
+
+	while (left) {
+		struct msghdr m = { .msg_iov = v,
+				    .msg_iovlen = left < IOV_MAX ? left
+								 : IOV_MAX };
+		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return -1;
+		for (; left && (size_t)n >= v->iov_len; left--, v++)
+			n -= (ssize_t)v->iov_len;
+		if (left) {
+			v->iov_base = (uint8_t *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+/* One answer of @len bytes from a random place of the pool. */
+static int pool_answer(struct answers *a, size_t len)
+{
+	size_t slots = a->pool_len / len;
+
+	if (a->niov == a->iov_cap) {
+		a->iov_cap = a->iov_cap ? a->iov_cap * 2 : 256;
+		a->iov = realloc(a->iov, a->iov_cap * sizeof(*a->iov));
+		if (!a->iov)
+			return -1;
+	}
+	a->rnd = a->rnd * 6364136223846793005ull + 1442695040888963407ull;
+	a->iov[a->niov++] =
+		(struct iovec){ a->pool + (size_t)(a->rnd >> 33) % slots * len,
+				len };
+	return 0;
+}
+
+/* Answer every whole request in what @p has received: one send. */
+static int serve(struct peer *p, struct answers *a)
+{
+	uint8_t **out = &a->out;
+	size_t *cap = &a->cap;
 	size_t len = 0, off = 0;
 	struct req r;
 	ssize_t n;
@@ -90,6 +155,11 @@ static int serve(struct peer *p, uint8_t **out, size_t *cap)
 			return -1;
 		if (p->have - off < r.len)
 			break;
+		if (r.answer <= a->pool_len) {
+			if (pool_answer(a, r.answer))
+				return -1;
+			continue;
+		}
 		if (len + r.answer > *cap) {
 			size_t was = *cap;
 
@@ -103,21 +173,30 @@ static int serve(struct peer *p, uint8_t **out, size_t *cap)
 	}
 	memmove(p->in, p->in + off, p->have - off);
 	p->have -= off;
+	if (a->niov) {
+		int e = sendv_all(p->fd, a);
+
+		a->niov = 0;
+		if (e)
+			return -1;
+	}
 	return len ? send_all(p->fd, *out, len) : 0;
 }
 
-static int server(int port)
+static int server(int port, size_t pool_len)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct epoll_event ev = { .events = EPOLLIN }, evs[64];
 	int one = 1, s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(0);
-	size_t cap = 1 << 20;
-	uint8_t *out = calloc(1, cap);
+	struct answers an = { .cap = 1 << 20, .pool_len = pool_len, .rnd = 1 };
 
+	an.out = calloc(1, an.cap);
+	if (pool_len && (an.pool = malloc(pool_len)))
+		memset(an.pool, 1, pool_len); /* its pages, before the clock */
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (s < 0 || ep < 0 || !out ||
+	if (s < 0 || ep < 0 || !an.out || (pool_len && !an.pool) ||
 	    bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 128)) {
 		perror("tcp_reqresp server");
 		return 1;
@@ -144,7 +223,7 @@ static int server(int port)
 					   &one, sizeof(one));
 				ev.data.ptr = p;
 				epoll_ctl(ep, EPOLL_CTL_ADD, p->fd, &ev);
-			} else if (serve(p, &out, &cap)) {
+			} else if (serve(p, &an)) {
 				close(p->fd);
 				free(p->in);
 				free(p);
@@ -259,11 +338,12 @@ static int client(char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], "server"))
-		return server(atoi(argv[2]));
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "server"))
+		return server(atoi(argv[2]),
+			      argc == 4 ? strtoul(argv[3], NULL, 0) : 0);
 	if (argc == 9 && !strcmp(argv[1], "client"))
 		return client(argv);
-	fprintf(stderr, "usage: tcp_reqresp server PORT\n"
+	fprintf(stderr, "usage: tcp_reqresp server PORT [POOL_BYTES]\n"
 			"       tcp_reqresp client HOST PORT CONNS DEPTH "
 			"REQUEST_BYTES ANSWER_BYTES OPS\n");
 	return 2;

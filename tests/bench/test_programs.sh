@@ -41,27 +41,31 @@ for size in 8 4096; do
 	done
 done
 # tcp_reqresp: a GET-shaped and a SET-shaped run against one server, many
-# connections and a pipeline each, every request answered.
-for try in 1 2 3; do
-	port=$((20000 + RANDOM % 10000))
-	"$bin/tcp_reqresp" server $port &
-	srv=$!
-	good=0
-	for shape in "4 2 40 4112" "3 5 4136 16"; do
+# connections and a pipeline each, every request answered; answers from
+# one buffer, then from a pool (each from a random place of it).
+for pool in "" 1000000; do
+	for try in 1 2 3; do
+		port=$((20000 + RANDOM % 10000))
 		# shellcheck disable=SC2086
-		j=$(timeout 60 "$bin/tcp_reqresp" client 127.0.0.1 $port $shape 3000) &&
-			python3 -c 'import json,sys; d=json.loads(sys.argv[1]); a=sys.argv[2].split()
+		"$bin/tcp_reqresp" server $port $pool &
+		srv=$!
+		good=0
+		for shape in "4 2 40 4112" "3 5 4136 16"; do
+			# shellcheck disable=SC2086
+			j=$(timeout 60 "$bin/tcp_reqresp" client 127.0.0.1 $port $shape 3000) &&
+				python3 -c 'import json,sys; d=json.loads(sys.argv[1]); a=sys.argv[2].split()
 assert [d["conns"], d["depth"], d["request"], d["answer"]] == [int(x) for x in a]
 assert d["ops"] == 3000 and d["ops_per_s"] > 0 and 0 < d["p50_us"] <= d["p99_us"]' "$j" "$shape" 2>/dev/null &&
-			good=$((good + 1))
+				good=$((good + 1))
+		done
+		kill $srv 2>/dev/null
+		wait $srv 2>/dev/null
+		if [ $good = 2 ]; then
+			ok "tcp_reqresp: GET and SET shapes, 4 and 3 connections${pool:+, a pool of $pool bytes}"
+			break
+		fi
+		[ $try = 3 ] && bad "tcp_reqresp${pool:+ (pool $pool)}: $j"
 	done
-	kill $srv 2>/dev/null
-	wait $srv 2>/dev/null
-	if [ $good = 2 ]; then
-		ok "tcp_reqresp: GET and SET shapes, 4 and 3 connections"
-		break
-	fi
-	[ $try = 3 ] && bad "tcp_reqresp: $j"
 done
 if j=$("$bin/host_stalls" 0.2) && python3 -c 'import json,sys; d=json.loads(sys.argv[1])
 assert 0.2 <= d["seconds"] < 5 and d["copies"] > 0
