@@ -10,7 +10,11 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); sed 's/^/     | /' "$tmp/out" "$tmp/
 
 # Start a server command in the background, its stderr with its stdout in
 # $tmp/server (or in $server_err); sets $server, and $port once it listens.
+# The file is emptied here first: the background job's own redirection
+# may come after our first look, which then read the port of the server
+# before, gone by now (a client refused, seen under load at -j 2).
 start() {
+	: >"$tmp/server"
 	if [ -n "${server_err:-}" ]; then
 		"$@" >"$tmp/server" 2>"$server_err" &
 	else

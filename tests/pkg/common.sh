@@ -29,6 +29,9 @@ check() { # name command...
 run_pair() {
 	local name=$1 t=$2 server=$3 client=$4 pattern=$5 port="" spid
 	# Port 0: the kernel's choice, which no other test's socket holds.
+	# The file emptied first, or a look before the job's redirection
+	# reads the port of the pair before (start in tests/cli/common.sh).
+	: >"$tmp/srv"
 	RDMX_TRANSPORT=$t timeout 60 "$server" -l "127.0.0.1:0" >"$tmp/srv" 2>&1 &
 	spid=$!
 	pids+=("$spid")

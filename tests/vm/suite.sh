@@ -242,6 +242,7 @@ perf() { # tool
 perf ib_write_lat
 perf ib_read_lat
 for op in write read; do
+	: >/tmp/b-srv # not the port of the run before (tests/cli/common.sh)
 	RDMX_TRANSPORT=verbs "$rdmx" bench :0 --once >/tmp/b-srv 2>&1 &
 	bport=$(port_of /tmp/b-srv)
 	RDMX_TRANSPORT=verbs "$rdmx" bench "$RDMX_RXE_ADDR:$bport" --op $op -s 8 -n 500 --json |
