@@ -61,21 +61,6 @@ struct peer {
 	size_t ans_have;
 };
 
-static int send_all(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* The server's answers: from one buffer (@out), or from a @pool. */
 struct answers {
 	uint8_t *out, *pool;
@@ -85,30 +70,33 @@ struct answers {
 	uint64_t rnd;
 };
 
-/* Send @a's iovecs whole; -1 on error. */
-static int sendv_all(int fd, struct answers *a)
+/* Send @n iovecs whole (@v's entries are used up); -1 on error. */
+static int sendv_all(int fd, struct iovec *v, size_t n)
 {
-	struct iovec *v = a->iov;
-	size_t left = a->niov;
-
-	while (left) {
+	while (n) {
 		struct msghdr m = { .msg_iov = v,
-				    .msg_iovlen = left < IOV_MAX ? left
-								 : IOV_MAX };
-		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
+				    .msg_iovlen = n < IOV_MAX ? n : IOV_MAX };
+		ssize_t sent = sendmsg(fd, &m, MSG_NOSIGNAL);
 
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (sent < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
-		if (n <= 0)
+		if (sent <= 0)
 			return -1;
-		for (; left && (size_t)n >= v->iov_len; left--, v++)
-			n -= (ssize_t)v->iov_len;
-		if (left) {
-			v->iov_base = (uint8_t *)v->iov_base + n;
-			v->iov_len -= (size_t)n;
+		for (; n && (size_t)sent >= v->iov_len; n--, v++)
+			sent -= (ssize_t)v->iov_len;
+		if (n) {
+			v->iov_base = (uint8_t *)v->iov_base + sent;
+			v->iov_len -= (size_t)sent;
 		}
 	}
 	return 0;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t len)
+{
+	struct iovec v = { (void *)p, len };
+
+	return sendv_all(fd, &v, 1);
 }
 
 /* One answer of @len bytes from a random place of the pool. */
@@ -132,8 +120,6 @@ static int pool_answer(struct answers *a, size_t len)
 /* Answer every whole request in what @p has received: one send. */
 static int serve(struct peer *p, struct answers *a)
 {
-	uint8_t **out = &a->out;
-	size_t *cap = &a->cap;
 	size_t len = 0, off = 0;
 	struct req r;
 	ssize_t n;
@@ -160,27 +146,27 @@ static int serve(struct peer *p, struct answers *a)
 				return -1;
 			continue;
 		}
-		if (len + r.answer > *cap) {
-			size_t was = *cap;
+		if (len + r.answer > a->cap) {
+			size_t was = a->cap;
 
-			*cap = (len + r.answer) * 2;
-			*out = realloc(*out, *cap);
-			if (!*out)
+			a->cap = (len + r.answer) * 2;
+			a->out = realloc(a->out, a->cap);
+			if (!a->out)
 				return -1;
-			memset(*out + was, 0, *cap - was);
+			memset(a->out + was, 0, a->cap - was);
 		}
 		len += r.answer; /* the bytes are the buffer's: in cache */
 	}
 	memmove(p->in, p->in + off, p->have - off);
 	p->have -= off;
 	if (a->niov) {
-		int e = sendv_all(p->fd, a);
+		int e = sendv_all(p->fd, a->iov, a->niov);
 
 		a->niov = 0;
 		if (e)
 			return -1;
 	}
-	return len ? send_all(p->fd, *out, len) : 0;
+	return len ? send_all(p->fd, a->out, len) : 0;
 }
 
 static int server(int port, size_t pool_len)
