@@ -267,10 +267,8 @@ static void *kvb_run(void *arg)
 /* Store every key once, from one client, before the timed run. */
 static rdmx_status kvb_load(const struct kvb_opts *o)
 {
-	struct kvb_opts lo = *o;
-	struct kvb_thread t = { .o = &lo };
-	struct rdmx_ctx *ctx;
-	struct rdmx_kv_client *c;
+	struct rdmx_ctx *ctx = NULL;
+	struct rdmx_kv_client *c = NULL;
 	struct rdmx_kv_attr ka = { .mask = RDMX_KV_ATTR_BUFFER_BYTES,
 				   .buffer_bytes =
 					   o->value_size * 4 + (1 << 20) };
@@ -278,7 +276,6 @@ static rdmx_status kvb_load(const struct kvb_opts *o)
 	char key[32];
 	rdmx_status st;
 
-	(void)t;
 	st = cli_ctx_create(o->config, &ctx);
 	if (!st)
 		st = rdmx_kv_connect(ctx, o->addr, &ka, &c);
@@ -288,8 +285,7 @@ static rdmx_status kvb_load(const struct kvb_opts *o)
 		kvb_fill(val, o->value_size, k, 0);
 		st = rdmx_kv_put(c, key, klen, val, o->value_size);
 	}
-	if (ctx && c)
-		rdmx_kv_close(c);
+	rdmx_kv_close(c);
 	rdmx_ctx_destroy(ctx);
 	free(val);
 	return st;
@@ -342,9 +338,13 @@ static int kvb_main(const struct kvb_opts *o)
 		return cli_fail("kv", "no memory");
 	}
 	cli_catch_signals();
-	if (!o->no_load && (st = kvb_load(o)))
+	if (!o->no_load && (st = kvb_load(o))) {
+		free(t);
+		free(kvb_ramp);
+		rdmx_ctx_destroy(ctx);
 		return cli_fail("kv", "bench: loading %" PRIu64 " keys: %s",
 				o->keys, rdmx_strerror(st));
+	}
 	pthread_barrier_init(&connected, NULL, (unsigned)o->threads + 1);
 	for (uint64_t i = 0; i < o->threads; i++) {
 		t[i] = (struct kvb_thread){ .o = o,
@@ -380,7 +380,9 @@ static int kvb_main(const struct kvb_opts *o)
 		free(t[i].lat[0]);
 		free(t[i].lat[1]);
 	}
-	if (o->json) {
+	if (st && !n[0] && !n[1]) {
+		/* Nothing ran (no client connected): the error alone. */
+	} else if (o->json) {
 		printf("{\"addr\":\"%s\",\"clients\":%" PRIu64
 		       ",\"pipeline\":%" PRIu64 ",\"value_size\":%" PRIu64
 		       ",\"keys\":%" PRIu64 ",\"get_pct\":%" PRIu64

@@ -705,9 +705,9 @@ rdmx_status rdmx_kv_connect(struct rdmx_ctx *ctx, const char *addr,
 		st = rdmx_mr_reg(ctx, c->msgs, msgs, RDMX_ACCESS_LOCAL_WRITE,
 				 &c->msgs_mr);
 	ca.cq = c->cq;
-	if (!st)
-		st = rdmx_connect(ctx, full, &ca, (int)c->attr.timeout_ms,
-				  &c->conn);
+	if (!st && (st = rdmx_connect(ctx, full, &ca, (int)c->attr.timeout_ms,
+				      &c->conn)))
+		goto err; /* rdmx_connect said why in a line of its own */
 	for (uint32_t i = 0; i < KV_DEPTH && !st; i++)
 		st = kv_recv_post(c, i);
 	if (!st)
