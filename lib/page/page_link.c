@@ -153,12 +153,8 @@ rdmx_status page_link_open(struct page_link *l, struct rdmx_ctx *ctx,
 		goto err;
 	ca.cq = l->cq;
 	st = rdmx_connect(ctx, addr, &ca, timeout_ms, &l->conn);
-	if (st != RDMX_OK) {
-		page_log(RDMX_LOG_ERROR,
-			 "cannot reach the memory server at %s: %s", addr,
-			 rdmx_strerror(st));
-		goto err;
-	}
+	if (st != RDMX_OK)
+		goto err; /* rdmx_connect said why in a line of its own */
 	st = page_link_lookup(l, addr, name, timeout_ms);
 	if (st != RDMX_OK)
 		goto err;

@@ -73,6 +73,22 @@ one_line() {
 	fi
 }
 
+# refused NAME CMD...: CMD reaches no server (nobody listens there): exit 1,
+# stdout empty, and two lines: the library's detail, then the command's
+# own, which says what to check.
+refused() {
+	local name=$1
+	shift
+	if run "refused: $name" 1 "$@" && [ ! -s "$tmp/out" ] &&
+		[ "$(wc -l <"$tmp/err")" -eq 2 ] &&
+		grep -q "Connection refused" "$tmp/err" &&
+		grep -q "is an rdmx server listening there?" "$tmp/err"; then
+		ok "$name: connection refused, in two lines that say what to check"
+	else
+		bad "$name: connection refused"
+	fi
+}
+
 # finish: the count, and the exit code.
 # GET PATH from 127.0.0.1:PORT, headers and body on stdout.
 http_get() { # port path

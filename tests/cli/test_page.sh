@@ -70,6 +70,7 @@ if run "no name" 1 "$rdmx" page bench "127.0.0.1:$port" -n 10 &&
 else
 	bad "page bench without name"
 fi
+refused "page bench" "$rdmx" page bench 127.0.0.1:1/mem -n 10
 one_line "size not pages" "multiple of 4k" "$rdmx" page serve :0 --size 5000
 one_line "no size" "multiple of 4k" "$rdmx" page serve :0
 one_line "bad pattern" "random or seq" "$rdmx" page bench "$url" --pattern zigzag
