@@ -16,6 +16,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +180,7 @@ struct bench_run {
 	uint64_t touches;
 	double *lat; /* per touch, µs */
 	atomic_uint_fast64_t bad; /* pages whose bytes were wrong */
+	atomic_bool lost; /* a touch got SIGBUS: the server is gone */
 };
 
 static uint64_t bench_rnd(uint64_t *s)
@@ -209,13 +212,39 @@ static void bench_touch(struct bench_run *r, uint64_t i, bool write)
 		}
 }
 
+/*
+ * A touch the library can no longer serve (the memory server died, or a
+ * fault waited past its timeout) raises SIGBUS in the touching thread
+ * (rdmx_page(7)). A bench thread jumps back out of it and stops the run,
+ * and the bench says the server was lost, rather than dying of the
+ * signal. SIGBUS anywhere else kills the process, as before.
+ */
+static __thread sigjmp_buf bench_bus_jmp;
+static __thread volatile sig_atomic_t bench_bus_armed;
+
+static void bench_on_sigbus(int sig)
+{
+	if (bench_bus_armed)
+		siglongjmp(bench_bus_jmp, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static void *bench_thread(void *arg)
 {
-	struct bench_run *r = arg;
+	struct bench_run *volatile r = arg;
 	uint64_t i;
 
-	while ((i = atomic_fetch_add(&r->next, 1)) < r->touches)
+	if (sigsetjmp(bench_bus_jmp, 1)) {
+		bench_bus_armed = 0;
+		atomic_store(&r->lost, true);
+		return NULL;
+	}
+	bench_bus_armed = 1;
+	while (!atomic_load_explicit(&r->lost, memory_order_relaxed) &&
+	       (i = atomic_fetch_add(&r->next, 1)) < r->touches)
 		bench_touch(r, i, (i * 7919 % 100) < r->o->write_pct);
+	bench_bus_armed = 0;
 	return NULL;
 }
 
@@ -271,6 +300,8 @@ static rdmx_status bench_faults(const struct bench_opts *o,
 		r.order[i] = r.order[j];
 		r.order[j] = x;
 	}
+	sigaction(SIGBUS, &(struct sigaction){ .sa_handler = bench_on_sigbus },
+		  NULL);
 	t0 = cli_now_us();
 	for (uint64_t done = 0; done < touches && !cli_stop;) {
 		uint64_t pass = touches - done < r.npages ? touches - done
@@ -282,6 +313,10 @@ static rdmx_status bench_faults(const struct bench_opts *o,
 			pthread_create(&t[k], NULL, bench_thread, &r);
 		for (uint64_t k = 0; k < threads; k++)
 			pthread_join(t[k], NULL);
+		if (atomic_load(&r.lost)) {
+			st = RDMX_ERR_CONN_LOST;
+			break;
+		}
 		done += pass;
 		if (done < touches) { /* the next pass faults again */
 			double d0 = cli_now_us();
@@ -293,7 +328,8 @@ static rdmx_status bench_faults(const struct bench_opts *o,
 		}
 	}
 	*secs = (cli_now_us() - t0) / 1e6;
-	*lat = bench_stats(r.lat, touches);
+	if (!st)
+		*lat = bench_stats(r.lat, touches);
 	if (atomic_load(&r.bad)) {
 		fprintf(stderr,
 			"rdmx page: %" PRIu64 " pages held bytes other than "
