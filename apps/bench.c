@@ -722,6 +722,7 @@ static rdmx_status bench_measure(struct cli_session *s,
 		printf(" %-7s %-6s %10s %8s %9s %9s %9s %9s %9s %9s\n",
 		       "transp", "op", "bytes", "iters", "min_us", "median",
 		       "p90", "p99", "p99.9", "max");
+	fflush(stdout); /* connected: the header says so before the run */
 	if (o->all && o->op != B_ATOMIC) /* atomics: 8 bytes only */
 		one.size = BENCH_ALL_MIN;
 	do {

@@ -385,16 +385,26 @@ static rdmx_status cli_srq_open(struct cli_session *s)
 }
 
 /* After the session's connection closed: its RECVs flush, then go. */
-static void cli_srq_close(struct cli_session *s)
+/*
+ * Drop what the cq holds once a session's connection (and its shared
+ * receive queue) are gone: the flushes of its work, which reach the cq
+ * before rdmx_conn_close returns. Kept, the next client's session took
+ * them for its own and failed, and so did every one after it.
+ */
+static void cli_cq_drain(struct cli_session *s)
 {
 	struct rdmx_completion wc[16];
 
+	while (rdmx_poll(s->cq, wc, 16) > 0)
+		;
+}
+
+static void cli_srq_close(struct cli_session *s)
+{
 	if (!s->srq)
 		return;
 	rdmx_srq_destroy(s->srq);
 	s->srq = NULL;
-	while (rdmx_poll(s->cq, wc, 16) > 0)
-		;
 }
 
 int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
@@ -457,6 +467,7 @@ int cli_serve(const char *cmd, struct cli_session *s, const char *addr,
 		rdmx_conn_close(s->conn);
 		s->conn = NULL;
 		cli_srq_close(s);
+		cli_cq_drain(s);
 		fflush(stdout);
 		if (once)
 			break;

@@ -205,6 +205,26 @@ wait "$server"
 one_line "bad metrics address" "--metrics expects PORT (loopback) or ADDR:PORT" "$rdmx" bench :0 --metrics nowhere
 one_line "bad transport" "--transport is auto, verbs, shm or tcp" "$rdmx" bench :0 --transport ib
 
+# A client killed mid-run: the server serves the next ones. The flushes of
+# the dead session's work stayed in the server's cq, and every later
+# session took them for its own and failed.
+for tr in shm tcp; do
+	start "$rdmx" bench :0 --transport $tr || exit 1
+	"$rdmx" bench "127.0.0.1:$port" --transport $tr --op send -s 8 -D 60 >"$tmp/victim" 2>&1 &
+	victim=$!
+	wait_grep "$tmp/victim" "transp" # connected: its header
+	kill -KILL $victim
+	wait $victim 2>/dev/null
+	if run "after a killed client ($tr)" 0 "$rdmx" bench "127.0.0.1:$port" --transport $tr --op read -s 4096 -n 100 &&
+		run "the next ($tr)" 0 "$rdmx" bench "127.0.0.1:$port" --transport $tr --op send -s 8 -n 100; then
+		ok "bench server over $tr: a client killed mid-run, the next ones served"
+	else
+		bad "bench server over $tr after a killed client"
+	fi
+	kill -TERM "$server"
+	wait "$server"
+done
+
 # tcp.send_buffer / tcp.recv_buffer size the server's connection socket
 # (the kernel reports twice the value).
 if command -v ss >/dev/null; then
