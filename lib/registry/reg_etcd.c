@@ -201,10 +201,17 @@ static rdmx_status etcd_call(struct rdmx_registry *reg, const char *path,
 			  NULL);
 	}
 	curl_slist_free_all(hdr);
+	/* Once an outage, not once a try: the keeper tries every tenth of a
+	 * TTL while it lasts. */
 	if (st == RDMX_ERR_UNREACHABLE)
-		rdmx_log(RDMX_LOG_ERROR,
+		rdmx_log(atomic_exchange(&reg->unreachable, true)
+				 ? RDMX_LOG_DEBUG
+				 : RDMX_LOG_ERROR,
 			 "registry: no etcd member of %s answers (%s)",
 			 reg->url, why);
+	else if (atomic_exchange(&reg->unreachable, false))
+		rdmx_log(RDMX_LOG_INFO, "registry: etcd at %s answers again",
+			 reg->endpoints[atomic_load(&reg->good)]);
 	return st;
 }
 

@@ -261,6 +261,36 @@ rdmx_status rdmx_registry_ping(struct rdmx_registry *reg)
 	return reg->ops->ping(reg);
 }
 
+/*
+ * After a renewal (or a first put) of @p that returned @st: when the next
+ * is due, and what to say. A failure is said once, at the first of a run
+ * (the keeper tries again every tenth of the TTL, and an outage of etcd
+ * printed two lines a try); the end of the run is said too.
+ */
+static void reg_kept(struct rdmx_registry *reg, struct reg_pub *p,
+		     rdmx_status st)
+{
+	/* A third of the TTL; sooner after a failure. */
+	p->renew_at = reg_now_us() + (uint64_t)p->ttl_ms * 1000 / (st ? 10 : 3);
+	if (st) {
+		rdmx_log(p->fails++ ? RDMX_LOG_DEBUG : RDMX_LOG_WARN,
+			 "registry: cannot %s %s: %s; trying again every %u ms",
+			 p->stored ? "renew" : "publish", p->name,
+			 rdmx_strerror(st), p->ttl_ms / 10);
+		return;
+	}
+	if (!p->stored)
+		rdmx_log(RDMX_LOG_INFO, "registry: published %s in %s at last",
+			 p->name, reg->url);
+	else if (p->fails)
+		rdmx_log(RDMX_LOG_WARN,
+			 "registry: renewed %s in %s again, after %u failed "
+			 "tries",
+			 p->name, reg->url, p->fails);
+	p->stored = true;
+	p->fails = 0;
+}
+
 /* Renew what is due, sleep until the next is (lock held throughout). */
 static void *reg_keeper(void *arg)
 {
@@ -277,23 +307,7 @@ static void *reg_keeper(void *arg)
 					p->stored ? reg->ops->renew(reg, p)
 						  : reg->ops->put(reg, p);
 
-				if (!st && !p->stored)
-					rdmx_log(RDMX_LOG_INFO,
-						 "registry: published %s in %s "
-						 "at last",
-						 p->name, reg->url);
-				p->stored |= !st;
-
-				/* A third of the TTL; sooner after a failure.
-				 */
-				p->renew_at = reg_now_us() +
-					      (uint64_t)p->ttl_ms * 1000 /
-						      (st ? 10 : 3);
-				if (st)
-					rdmx_log(RDMX_LOG_WARN,
-						 "registry: cannot renew %s: "
-						 "%s",
-						 p->name, rdmx_strerror(st));
+				reg_kept(reg, p, st);
 			}
 			if (p->renew_at < next)
 				next = p->renew_at;

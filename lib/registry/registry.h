@@ -32,6 +32,7 @@ struct reg_pub {
 	int64_t lease; /* etcd: the lease the key lives under */
 	bool stored; /* put once; else the keeper tries until it is */
 	uint64_t renew_at; /* us, monotonic */
+	unsigned fails; /* failed tries in a row (said at the first) */
 };
 
 /* A name and its stored value, as a backend lists them. */
@@ -72,6 +73,7 @@ struct rdmx_registry {
 	char endpoints[REG_ENDPOINTS_MAX][128];
 	int nendpoints;
 	atomic_int good; /* the member that answered last */
+	atomic_bool unreachable; /* no member answered the last call */
 	char prefix[RDMX_REGISTRY_NAME_MAX]; /* keys are PREFIX/NAME */
 
 	pthread_mutex_t lock; /* pubs */

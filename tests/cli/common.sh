@@ -104,31 +104,39 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/free-port.sh"
 # $tmp; sets etcd_pid and etcd_url once it answers. A port taken between
 # the choice and etcd's bind is tried again with others (three times).
 start_etcd() {
-	local cp pp try
+	local try
 	for try in 1 2 3; do
-		cp=$(free_port)
-		pp=$(free_port)
-		[ "$cp" = "$pp" ] && continue
+		etcd_cp=$(free_port)
+		etcd_pp=$(free_port)
+		[ "$etcd_cp" = "$etcd_pp" ] && continue
 		rm -rf "$tmp/etcd"
-		etcd --name t --data-dir "$tmp/etcd" \
-			--listen-client-urls "http://127.0.0.1:$cp" \
-			--advertise-client-urls "http://127.0.0.1:$cp" \
-			--listen-peer-urls "http://127.0.0.1:$pp" \
-			--initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-			--initial-cluster "t=http://127.0.0.1:$pp" \
-			>"$tmp/etcd.log" 2>&1 &
-		etcd_pid=$!
-		etcd_url="etcd://127.0.0.1:$cp"
-		for _ in $(seq 200); do
-			kill -0 "$etcd_pid" 2>/dev/null || break
-			"$rdmx" registry ls "$etcd_url/ping" >/dev/null 2>&1 && return 0
-			sleep 0.1
-		done
-		kill "$etcd_pid" 2>/dev/null
-		wait "$etcd_pid" 2>/dev/null
-		echo "etcd on $cp/$pp did not come up (try $try):"
+		run_etcd && return 0
+		echo "etcd on $etcd_cp/$etcd_pp did not come up (try $try):"
 		tail -5 "$tmp/etcd.log"
 	done
+	return 1
+}
+
+# run_etcd: etcd on $etcd_cp/$etcd_pp and its data in $tmp/etcd (kept:
+# after a kill -9, this starts it again as it was); sets $etcd_pid and
+# $etcd_url, and returns once it answers.
+run_etcd() {
+	etcd --name t --data-dir "$tmp/etcd" \
+		--listen-client-urls "http://127.0.0.1:$etcd_cp" \
+		--advertise-client-urls "http://127.0.0.1:$etcd_cp" \
+		--listen-peer-urls "http://127.0.0.1:$etcd_pp" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$etcd_pp" \
+		--initial-cluster "t=http://127.0.0.1:$etcd_pp" \
+		>>"$tmp/etcd.log" 2>&1 &
+	etcd_pid=$!
+	etcd_url="etcd://127.0.0.1:$etcd_cp"
+	for _ in $(seq 200); do
+		kill -0 "$etcd_pid" 2>/dev/null || break
+		"$rdmx" registry ls "$etcd_url/ping" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	kill "$etcd_pid" 2>/dev/null
+	wait "$etcd_pid" 2>/dev/null
 	return 1
 }
 

@@ -92,6 +92,29 @@ one_line "no such name" "no nosuch in the registry $RDMX_REGISTRY_URL" \
 RDMX_REGISTRY_URL=bogus one_line "bad registry URL" "is neither etcd://" \
 	"$rdmx" registry ls
 
+# etcd killed under a publisher, then started again as it was: the
+# publisher says so once when its renewals start failing (the etcd line
+# and its own), once when one succeeds again, and nothing for each try
+# between (every tenth of the TTL: here 100 ms). It printed two lines a
+# try before.
+"$rdmx" registry publish blip 127.0.0.1:7 --ttl 1000 >"$tmp/blip" 2>&1 &
+blip_pid=$!
+wait_grep "$tmp/blip" "published blip" || bad "publish blip: $(cat "$tmp/blip")"
+kill -9 "$etcd_pid"
+wait "$etcd_pid" 2>/dev/null
+sleep 1.5
+run_etcd || { echo "etcd did not come back"; tail -5 "$tmp/etcd.log"; exit 1; }
+if wait_grep "$tmp/blip" "renewed blip in $RDMX_REGISTRY_URL again, after [1-9][0-9]* failed tries" &&
+	[ "$(grep -c "no etcd member of $RDMX_REGISTRY_URL answers" "$tmp/blip")" = 1 ] &&
+	[ "$(grep -c "cannot renew blip" "$tmp/blip")" = 1 ] &&
+	run "get blip" 0 "$rdmx" registry get blip; then
+	ok "etcd down and back: the publisher says each once, and its entry is there again"
+else
+	bad "publisher through an etcd outage: $(cat "$tmp/blip")"
+fi
+kill "$blip_pid"
+wait "$blip_pid" 2>/dev/null
+
 # etcd gone: one line; the server already running keeps serving by address.
 kill -9 "$etcd_pid"
 wait "$etcd_pid" 2>/dev/null
