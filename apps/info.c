@@ -57,22 +57,33 @@ static int info_peer(const char *addr)
 	return 0;
 }
 
-/* The registry that "@NAME" goes through, and whether it answers. */
-static void info_registry(void)
+/*
+ * The configuration in effect (RDMX_CONFIG, RDMX_* variables): usable or
+ * not; then the registry that "@NAME" goes through, and whether it
+ * answers. Returns 1 when the configuration is not usable: every other
+ * command would refuse to start with it.
+ */
+static int info_registry(void)
 {
 	struct rdmx_ctx *ctx = NULL;
 	struct rdmx_registry *reg;
-	rdmx_status st;
+	rdmx_status st = cli_ctx_create(NULL, &ctx);
 
-	if (cli_ctx_create(NULL, &ctx) || !(reg = cli_registry(ctx))) {
+	if (st) {
+		printf("configuration: not usable (the line above says "
+		       "why)\n");
+		return 1;
+	}
+	if (!(reg = cli_registry(ctx))) {
 		printf("registry: none (registry.url is not usable)\n");
 		rdmx_ctx_destroy(ctx);
-		return;
+		return 0;
 	}
 	st = rdmx_registry_ping(reg);
 	printf("registry: %s: %s\n", rdmx_registry_url(reg),
 	       st ? rdmx_strerror(st) : "answers");
 	rdmx_ctx_destroy(ctx);
+	return 0;
 }
 
 int cli_info(int argc, char **argv)
@@ -87,12 +98,19 @@ int cli_info(int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (c == 'c')
+		if (c == 'c') { /* --config=FILE, or --config FILE */
+			if (!optarg && optind < argc && argv[optind][0] != '-')
+				optarg = argv[optind++];
+			if (optind < argc)
+				break;
 			return info_config(optarg);
+		}
+		if (c == 'p' && optind < argc)
+			break;
 		if (c == 'p')
 			return info_peer(optarg);
 		if (c == 'h') {
-			printf("usage: rdmx info [--config[=FILE]] "
+			printf("usage: rdmx info [--config [FILE]] "
 			       "[--peer HOST:PORT]\n"
 			       "  --config  print every configuration key with "
 			       "its value, default, source and variable\n"
@@ -102,6 +120,9 @@ int cli_info(int argc, char **argv)
 		}
 		return cli_fail("info", "see rdmx info --help");
 	}
+	if (optind < argc)
+		return cli_fail("info", "unexpected argument '%s'",
+				argv[optind]);
 	printf("rdmx %d.%d\n", RDMX_VERSION_MAJOR, RDMX_VERSION_MINOR);
 	printf("transports: ");
 	for (int i = 31; i >= 0; i--) /* best first */
@@ -111,6 +132,5 @@ int cli_info(int argc, char **argv)
 	       "owns their address, shm between processes of one host, tcp "
 	       "otherwise)\n");
 	cli_info_verbs();
-	info_registry();
-	return 0;
+	return info_registry();
 }

@@ -453,5 +453,23 @@ if RDMX_CONN_MAX_SEND_WR=lots run "info bad value" 1 "$rdmx" info --config &&
 else
 	bad "info bad value"
 fi
+# The file as the next argument, as with =FILE.
+printf 'conn:\n  max_send_wr: 9\n' >"$tmp/nine.yaml"
+if run "info --config FILE" 0 "$rdmx" info --config "$tmp/nine.yaml" &&
+	grep -qE "^conn.max_send_wr +9 +1024 +file " "$tmp/out"; then
+	ok "info --config FILE: the file's values"
+else
+	bad "info --config FILE"
+fi
+one_line "info, extra argument" "unexpected argument 'extra'" "$rdmx" info extra
+# A configuration no command could start with: info says so, and fails.
+printf 'nosuch:\n  key: 1\n' >"$tmp/bad.yaml"
+if RDMX_CONFIG="$tmp/bad.yaml" run "info, bad config" 1 "$rdmx" info &&
+	grep -q "^configuration: not usable" "$tmp/out" &&
+	grep -q "unknown key 'nosuch.key'" "$tmp/err"; then
+	ok "info with an unusable configuration: says so, exit 1"
+else
+	bad "info with an unusable configuration"
+fi
 
 finish
