@@ -4,6 +4,7 @@
  * through the configured registry (opened on first use), servers publish
  * themselves, and `rdmx registry ls|get|watch|publish` looks inside.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -15,6 +16,8 @@
 
 #include "cli.h"
 #include "rdmx_registry.h"
+
+#define REGISTRY_TTL_MAX_MS 86400000u /* a day */
 
 static pthread_mutex_t cli_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdmx_registry *cli_reg;
@@ -155,6 +158,39 @@ static bool registry_is_url(const char *s)
 	return !strncmp(s, "etcd://", 7) || !strncmp(s, "dir:", 4);
 }
 
+/* The commands, and the arguments each takes after its URL. */
+static const struct registry_form {
+	const char *what, *args;
+	int min, max;
+} registry_forms[] = {
+	{ "ls", "[PREFIX]", 0, 1 },
+	{ "get", "NAME", 1, 1 },
+	{ "watch", "[PREFIX]", 0, 1 },
+	{ "publish", "NAME HOST:PORT", 2, 2 },
+};
+
+/* @n arguments for @what: 0 if they fit, else 1 and one line why. */
+static int registry_args_ok(const char *what, int n, char **rest)
+{
+	for (size_t i = 0;
+	     i < sizeof(registry_forms) / sizeof(registry_forms[0]); i++) {
+		const struct registry_form *f = &registry_forms[i];
+
+		if (strcmp(what, f->what))
+			continue;
+		if (n > f->max)
+			return cli_fail("registry", "unexpected argument '%s'",
+					rest[f->max]);
+		if (n < f->min)
+			return cli_fail("registry", "%s takes [URL] %s", what,
+					f->args);
+		return 0;
+	}
+	return cli_fail("registry",
+			"unknown command '%s': ls, get, watch or publish",
+			what);
+}
+
 int cli_registry_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -174,7 +210,7 @@ int cli_registry_cmd(int argc, char **argv)
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		registry_usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+		return argc < 2 ? 1 : 0;
 	}
 	what = argv[1];
 	argc--;
@@ -188,19 +224,32 @@ int cli_registry_cmd(int argc, char **argv)
 		case 'c':
 			config = optarg;
 			break;
-		case 't':
-			ttl = (unsigned)strtoul(optarg, NULL, 10);
+		case 't': {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end || errno ||
+			    !v || v > REGISTRY_TTL_MAX_MS)
+				return cli_fail("registry",
+						"--ttl expects milliseconds, "
+						"1..%u, not '%s'",
+						REGISTRY_TTL_MAX_MS, optarg);
+			ttl = (unsigned)v;
 			break;
+		}
 		case 'h':
 			registry_usage(stdout);
 			return 0;
 		default:
-			registry_usage(stderr);
-			return 2;
+			return cli_fail("registry", "see rdmx registry --help");
 		}
 	}
 	if (optind < argc && registry_is_url(argv[optind]))
 		url = argv[optind++];
+	if (registry_args_ok(what, argc - optind, argv + optind))
+		return 1;
 	/* Without a URL, the one every command uses (opened with the ctx);
 	 * either way a bad one was named in the log, once. */
 	st = cli_ctx_create(config, &ctx);
@@ -222,7 +271,7 @@ int cli_registry_cmd(int argc, char **argv)
 				registry_print(&es[i], json, NULL);
 			free(es);
 		}
-	} else if (!strcmp(what, "get") && optind < argc) {
+	} else if (!strcmp(what, "get")) {
 		struct rdmx_registry_entry e;
 
 		st = rdmx_registry_lookup(reg, argv[optind], &e);
@@ -255,7 +304,7 @@ int cli_registry_cmd(int argc, char **argv)
 			}
 			rdmx_registry_watch_close(w);
 		}
-	} else if (!strcmp(what, "publish") && optind + 1 < argc) {
+	} else { /* publish */
 		struct rdmx_registry_entry e = { 0 };
 
 		snprintf(e.name, sizeof(e.name), "%s", argv[optind]);
@@ -270,10 +319,6 @@ int cli_registry_cmd(int argc, char **argv)
 			while (!cli_stop)
 				usleep(100000);
 		}
-	} else {
-		registry_usage(stderr);
-		rc = 2;
-		goto out;
 	}
 	/* The library said why, in one line. */
 	rc = st ? 1 : 0;

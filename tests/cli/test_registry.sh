@@ -89,6 +89,14 @@ kill "$watch_pid"
 
 one_line "no such name" "no nosuch in the registry $RDMX_REGISTRY_URL" \
 	"$rdmx" registry get nosuch
+# Arguments: each mistake in one line, before anything is asked of etcd.
+one_line "registry: extra argument" "unexpected argument 'extra'" \
+	"$rdmx" registry get somename extra
+one_line "registry: missing argument" "publish takes \[URL\] NAME HOST:PORT" \
+	"$rdmx" registry publish onlyname
+one_line "registry: bad --ttl" "--ttl expects milliseconds, 1..86400000, not 'soon'" \
+	"$rdmx" registry publish n 127.0.0.1:1 --ttl soon
+one_line "registry: unknown command" "unknown command 'frob'" "$rdmx" registry frob
 RDMX_REGISTRY_URL=bogus one_line "bad registry URL" "is neither etcd://" \
 	"$rdmx" registry ls
 
