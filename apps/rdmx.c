@@ -44,6 +44,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "info"))
 		return cli_info(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		if (argc > 2)
+			return cli_fail("version", "unexpected argument '%s'",
+					argv[2]);
 		printf("rdmx %d.%d\n", RDMX_VERSION_MAJOR, RDMX_VERSION_MINOR);
 		return 0;
 	}

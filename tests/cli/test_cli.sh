@@ -462,6 +462,7 @@ else
 	bad "info --config FILE"
 fi
 one_line "info, extra argument" "unexpected argument 'extra'" "$rdmx" info extra
+one_line "version, extra argument" "unexpected argument 'extra'" "$rdmx" version extra
 # A configuration no command could start with: info says so, and fails.
 printf 'nosuch:\n  key: 1\n' >"$tmp/bad.yaml"
 if RDMX_CONFIG="$tmp/bad.yaml" run "info, bad config" 1 "$rdmx" info &&
