@@ -267,12 +267,13 @@ static struct bench_lat bench_stats(double *v, size_t n)
 
 /*
  * Fault @touches pages of @map in @o's pattern, each once per pass (all
- * pages are dropped between passes, so every touch is a fault).
+ * pages are dropped between passes, so every touch is a fault). A touch
+ * that got SIGBUS stops the run: RDMX_ERR_CONN_LOST, and *@bus set.
  */
 static rdmx_status bench_faults(const struct bench_opts *o,
 				struct rdmx_page_map *map, uint64_t touches,
 				uint64_t threads, struct bench_lat *lat,
-				double *secs)
+				double *secs, bool *bus)
 {
 	struct bench_run r = { .o = o, .touches = touches };
 	uint64_t s = 0x2545f4914f6cdd1dull;
@@ -314,6 +315,7 @@ static rdmx_status bench_faults(const struct bench_opts *o,
 		for (uint64_t k = 0; k < threads; k++)
 			pthread_join(t[k], NULL);
 		if (atomic_load(&r.lost)) {
+			*bus = true;
 			st = RDMX_ERR_CONN_LOST;
 			break;
 		}
@@ -462,6 +464,7 @@ static int page_bench(const struct bench_opts *o)
 	uint64_t len, flen;
 	uint8_t *src = NULL;
 	double secs, fsecs;
+	bool bus = false;
 	rdmx_status st;
 
 	st = cli_ctx_create(o->config, &ctx);
@@ -483,12 +486,17 @@ static int page_bench(const struct bench_opts *o)
 		st = bench_reads(map, o->touches < 20000 ? o->touches : 20000,
 				 &rd);
 	if (!st)
-		st = bench_faults(o, map, o->touches, o->threads, &fault,
-				  &secs);
-	if (st) {
+		st = bench_faults(o, map, o->touches, o->threads, &fault, &secs,
+				  &bus);
+	if (st && bus) /* the library's line says why it could not */
+		cli_fail("page",
+			 "%s: a touch got SIGBUS: the memory server could "
+			 "not serve it",
+			 o->url);
+	else if (st)
 		cli_fail("page", "%s: %s", o->url, rdmx_strerror(st));
+	if (st)
 		goto out;
-	}
 	rdmx_page_stats(map, &ps);
 	/* The floor: one thread, random faults from local memory. */
 	flen = len < (256ull << 20) ? len : 256ull << 20;
@@ -505,7 +513,7 @@ static int page_bench(const struct bench_opts *o)
 		st = bench_faults(&lo, local,
 				  o->touches < flen / PAGE_SZ ? o->touches
 							      : flen / PAGE_SZ,
-				  1, &floor, &fsecs);
+				  1, &floor, &fsecs, &bus);
 	if (st) {
 		cli_fail("page", "the local floor: %s", rdmx_strerror(st));
 		goto out;
