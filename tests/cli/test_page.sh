@@ -101,15 +101,20 @@ fi
 kill -TERM "$server"
 wait "$server"
 
-# The memory server killed while the bench faults (its 20000 READs take
-# well under 3 s, under ASan too; then every touch is a fault): the
-# touching threads get SIGBUS (rdmx_page(7)), and the bench ends with
-# exit 1 in two lines: the library's, that the server was lost and why,
-# and its own. It died of the signal before (exit 135).
+# The memory server killed while the bench faults: the touching threads
+# get SIGBUS (rdmx_page(7)), and the bench ends with exit 1 in two lines:
+# the library's, that the server was lost and why, and its own. It died
+# of the signal before (exit 135). The faults come after 20000 READs, made
+# by the main thread alone (over 3 s under TSan): the kill waits for the
+# touching threads to show (5 threads named rdmx: main, fault handler,
+# three touching; 1 or 2 before).
 start "$rdmx" page serve :0 --size 64m || exit 1
 "$rdmx" page bench "127.0.0.1:$port/mem" -n 100000000 -T 3 >"$tmp/out" 2>"$tmp/err" &
 bench=$!
-sleep 3
+for _ in $(seq 600); do
+	[ "$(cat /proc/$bench/task/*/comm 2>/dev/null | grep -cx rdmx)" -ge 4 ] && break
+	sleep 0.05
+done
 kill -KILL "$server"
 for _ in $(seq 200); do kill -0 "$bench" 2>/dev/null || break; sleep 0.1; done
 kill -KILL "$bench" 2>/dev/null && echo "the bench still ran 20 s after its server died" >>"$tmp/err"
