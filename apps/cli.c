@@ -384,7 +384,6 @@ static rdmx_status cli_srq_open(struct cli_session *s)
 	return rdmx_srq_create(s->ctx, &sa, &s->srq);
 }
 
-/* After the session's connection closed: its RECVs flush, then go. */
 /*
  * Drop what the cq holds once a session's connection (and its shared
  * receive queue) are gone: the flushes of its work, which reach the cq
@@ -399,6 +398,7 @@ static void cli_cq_drain(struct cli_session *s)
 		;
 }
 
+/* After the session's connection closed: its RECVs flush, then go. */
 static void cli_srq_close(struct cli_session *s)
 {
 	if (!s->srq)
