@@ -248,27 +248,39 @@ static uint8_t *kv_slurp(FILE *f, const char *name, uint64_t *len_p)
 	return p;
 }
 
-static int kv_put_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
-		      const char *key, const char *value)
+/*
+ * The value a put stores: @value itself, else -f FILE or stdin read whole
+ * (*@buf_p, to free). Returns false after saying why.
+ */
+static bool kv_put_value(const struct kv_opts *o, const char *value,
+			 const uint8_t **val_p, uint64_t *len_p,
+			 uint8_t **buf_p)
 {
-	uint64_t len = value ? strlen(value) : 0;
-	uint8_t *buf = NULL;
-	rdmx_status st;
+	FILE *f;
 
-	if (!value) {
-		FILE *f = o->file ? fopen(o->file, "rb") : stdin;
-
-		if (!f)
-			return cli_fail("kv", "cannot open %s: %m", o->file);
-		buf = kv_slurp(f, o->file ? o->file : "stdin", &len);
-		if (o->file)
-			fclose(f);
-		if (!buf)
-			return 1;
+	*buf_p = NULL;
+	if (value) {
+		*val_p = (const uint8_t *)value;
+		*len_p = strlen(value);
+		return true;
 	}
-	st = rdmx_kv_put(c, key, strlen(key), value ? (const void *)value : buf,
-			 len);
-	free(buf);
+	f = o->file ? fopen(o->file, "rb") : stdin;
+	if (!f) {
+		cli_fail("kv", "cannot open %s: %m", o->file);
+		return false;
+	}
+	*buf_p = kv_slurp(f, o->file ? o->file : "stdin", len_p);
+	if (o->file)
+		fclose(f);
+	*val_p = *buf_p;
+	return *buf_p != NULL;
+}
+
+static int kv_put_cmd(struct rdmx_kv_client *c, const char *key,
+		      const uint8_t *val, uint64_t len)
+{
+	rdmx_status st = rdmx_kv_put(c, key, strlen(key), val, len);
+
 	if (st == RDMX_ERR_NOMEM)
 		return cli_fail("kv",
 				"put %s: out of memory: the server's pool "
@@ -279,32 +291,19 @@ static int kv_put_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
 	return 0;
 }
 
-static int kv_get_cmd(struct rdmx_kv_client *c, const struct kv_opts *o,
-		      const char *key)
+/* Write @v to -o FILE or stdout. */
+static int kv_get_out(const struct kv_opts *o, const struct rdmx_kv_value *v)
 {
-	struct rdmx_kv_value v;
-	rdmx_status st = rdmx_kv_get_ref(c, key, strlen(key), &v);
-	FILE *f;
+	FILE *f = o->out ? fopen(o->out, "wb") : stdout;
 	int rc = 0;
 
-	if (st == RDMX_ERR_NOT_FOUND)
-		return cli_fail("kv", "get %s: no such key", key);
-	if (st == RDMX_ERR_LOCAL_LENGTH)
-		return cli_fail("kv",
-				"get %s: the value is %" PRIu64
-				" bytes, more than the buffer (--buffer-mb)",
-				key, v.len);
-	if (st)
-		return cli_fail("kv", "get %s: %s", key, rdmx_strerror(st));
-	f = o->out ? fopen(o->out, "wb") : stdout;
 	if (!f)
 		rc = cli_fail("kv", "cannot write %s: %m", o->out);
-	else if (fwrite(v.data, 1, v.len, f) != v.len || fflush(f))
+	else if (fwrite(v->data, 1, v->len, f) != v->len || fflush(f))
 		rc = cli_fail("kv", "cannot write %s: %m",
 			      o->out ? o->out : "stdout");
 	if (f && o->out)
 		fclose(f);
-	rdmx_kv_release(c, &v);
 	return rc;
 }
 
@@ -336,6 +335,14 @@ static rdmx_status kv_cluster_member(struct rdmx_ctx *ctx, const char *cluster,
 	return st;
 }
 
+/* Bytes of buffer a value of @len needs: whole MiB, at least @min. */
+static uint64_t kv_buffer_for(uint64_t len, uint64_t min)
+{
+	uint64_t b = (len + (1 << 20) - 1) & ~(uint64_t)((1 << 20) - 1);
+
+	return b > min ? b : min;
+}
+
 static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 			 char **argv)
 {
@@ -345,36 +352,78 @@ static int kv_client_cmd(const char *what, const struct kv_opts *o, int argc,
 	struct rdmx_ctx *ctx = NULL;
 	struct rdmx_kv_client *c = NULL;
 	char at[RDMX_REGISTRY_ADDR_MAX] = "";
+	const char *key = argv[1];
+	const uint8_t *val = NULL;
+	uint8_t *vbuf = NULL;
+	uint64_t vlen = 0;
+	struct rdmx_kv_value v;
 	rdmx_status st;
 	int rc;
 
 	if (argc < 2 || argc > want || (argc == 3 && o->file))
 		return cli_fail("kv", "%s takes HOST[:PORT] KEY%s", what,
 				want == 3 ? " [VALUE | -f FILE]" : "");
-	if (!*argv[1] || strlen(argv[1]) > RDMX_KV_KEY_MAX)
+	if (!*key || strlen(key) > RDMX_KV_KEY_MAX)
 		return cli_fail("kv", "a key is 1 to %d bytes",
 				RDMX_KV_KEY_MAX);
+	/* A put's buffer holds its value, whatever --buffer-mb says. */
+	if (!strcmp(what, "put")) {
+		if (!kv_put_value(o, argc == 3 ? argv[2] : NULL, &val, &vlen,
+				  &vbuf))
+			return 1;
+		ka.buffer_bytes = kv_buffer_for(vlen, ka.buffer_bytes);
+	}
 	st = cli_ctx_create(o->config, &ctx);
 	if (!st && !strncmp(argv[0], "@cluster:", 9))
-		st = kv_cluster_member(ctx, argv[0] + 9, argv[1], at,
-				       sizeof(at));
+		st = kv_cluster_member(ctx, argv[0] + 9, key, at, sizeof(at));
 	if (!st)
 		st = rdmx_kv_connect(ctx, *at ? at : argv[0], &ka, &c);
-	if (st) {
+	/*
+	 * A get whose value is larger than the buffer learns its size: once
+	 * more, with a buffer that holds it (the value may have grown since:
+	 * then it fails as before).
+	 */
+	if (!st && !strcmp(what, "get") &&
+	    (st = rdmx_kv_get_ref(c, key, strlen(key), &v)) ==
+		    RDMX_ERR_LOCAL_LENGTH) {
+		rdmx_kv_close(c);
+		c = NULL;
+		ka.buffer_bytes = kv_buffer_for(v.len, ka.buffer_bytes);
+		st = rdmx_kv_connect(ctx, *at ? at : argv[0], &ka, &c);
+		if (!st)
+			st = rdmx_kv_get_ref(c, key, strlen(key), &v);
+	}
+	if (!c) {
+		free(vbuf);
 		rdmx_ctx_destroy(ctx);
 		return cli_fail("kv", "cannot reach %s: %s", argv[0],
 				rdmx_strerror(st));
 	}
-	if (!strcmp(what, "put"))
-		rc = kv_put_cmd(c, o, argv[1], argc == 3 ? argv[2] : NULL);
-	else if (!strcmp(what, "get"))
-		rc = kv_get_cmd(c, o, argv[1]);
-	else if ((st = rdmx_kv_del(c, argv[1], strlen(argv[1]))))
-		rc = cli_fail("kv", "del %s: %s", argv[1],
+	if (!strcmp(what, "put")) {
+		rc = kv_put_cmd(c, key, val, vlen);
+	} else if (!strcmp(what, "get")) {
+		if (st == RDMX_ERR_NOT_FOUND)
+			rc = cli_fail("kv", "get %s: no such key", key);
+		else if (st == RDMX_ERR_LOCAL_LENGTH)
+			rc = cli_fail("kv",
+				      "get %s: the value is %" PRIu64
+				      " bytes, more than the buffer",
+				      key, v.len);
+		else if (st)
+			rc = cli_fail("kv", "get %s: %s", key,
+				      rdmx_strerror(st));
+		else
+			rc = kv_get_out(o, &v);
+		if (!st)
+			rdmx_kv_release(c, &v);
+	} else if ((st = rdmx_kv_del(c, key, strlen(key)))) {
+		rc = cli_fail("kv", "del %s: %s", key,
 			      st == RDMX_ERR_NOT_FOUND ? "no such key"
 						       : rdmx_strerror(st));
-	else
+	} else {
 		rc = 0;
+	}
+	free(vbuf);
 	rdmx_kv_close(c);
 	rdmx_ctx_destroy(ctx);
 	return rc;
