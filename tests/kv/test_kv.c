@@ -972,13 +972,16 @@ static int kv_server_child(int port, int flag)
 	return 0;
 }
 
-/* A client of the server at @addr, once it listens. */
+/* A client of the server at @addr, once it listens: within 10 s, times
+ * the suite's scale (a child server's start in the guest's emulator took
+ * longer than 10 s once, its vCPUs busy). */
 static struct rdmx_kv_client *connect_retry(struct side *c, const char *addr)
 {
 	struct rdmx_kv_client *kc = NULL;
 	rdmx_status st = RDMX_ERR_CONN_REFUSED;
+	int tries = (int)(200 * time_scale());
 
-	for (int i = 0; i < 200 && st == RDMX_ERR_CONN_REFUSED; i++) {
+	for (int i = 0; i < tries && st == RDMX_ERR_CONN_REFUSED; i++) {
 		st = rdmx_kv_connect(c->ctx, addr, NULL, &kc);
 		if (st == RDMX_ERR_CONN_REFUSED)
 			usleep(50000);
