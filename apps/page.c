@@ -121,10 +121,14 @@ static int page_serve(const struct serve_opts *o)
 		st = cli_metrics_start(ctx, &metrics);
 	if (!st)
 		st = rdmx_page_server_create(ctx, addr, &srv);
-	if (!st)
-		st = rdmx_page_server_export(srv, o->name, mem, o->size);
 	if (st) {
 		cli_fail("page", "cannot serve on %s: %s", addr,
+			 rdmx_strerror(st));
+		goto out;
+	}
+	st = rdmx_page_server_export(srv, o->name, mem, o->size);
+	if (st) {
+		cli_fail("page", "cannot export %s: %s", o->name,
 			 rdmx_strerror(st));
 		goto out;
 	}

@@ -73,6 +73,13 @@ fi
 refused "page bench" "$rdmx" page bench 127.0.0.1:1/mem -n 10
 one_line "size not pages" "multiple of 4k" "$rdmx" page serve :0 --size 5000
 one_line "no size" "multiple of 4k" "$rdmx" page serve :0
+if run "bad name" 1 "$rdmx" page serve :0 --size 1m --name bad/name &&
+	grep -q "^rdmx page: cannot export bad/name: invalid argument" "$tmp/err" &&
+	grep -q "a name of \[A-Za-z0-9._-\]" "$tmp/err"; then
+	ok "page serve --name with a slash: the name and the rule, not the port"
+else
+	bad "page serve bad name"
+fi
 one_line "bad pattern" "random or seq" "$rdmx" page bench "$url" --pattern zigzag
 
 kill -TERM "$server"
