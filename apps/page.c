@@ -80,6 +80,11 @@ static uint8_t *page_region(const struct serve_opts *o, bool *filled)
 		close(fd);
 		return NULL;
 	}
+	/* A file of the user's, lengthened: say so, it outlives us. */
+	if (st.st_size && (uint64_t)st.st_size < o->size)
+		printf("rdmx page: %s grown from %lld to %" PRIu64
+		       " bytes (--size), zeros after its end\n",
+		       o->file, (long long)st.st_size, o->size);
 	p = mmap(NULL, o->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {

@@ -108,6 +108,19 @@ fi
 kill -TERM "$server"
 wait "$server"
 
+# An existing file shorter than --size is lengthened, and the server says
+# so (the file is the user's, and stays longer after it).
+head -c 5000 /dev/urandom >"$tmp/short"
+start "$rdmx" page serve :0 --size 1m --file "$tmp/short" --name short || exit 1
+if grep -q "rdmx page: $tmp/short grown from 5000 to 1048576 bytes (--size), zeros after its end" "$tmp/server" &&
+	[ "$(stat -c %s "$tmp/short")" = 1048576 ]; then
+	ok "page serve --file: a shorter file lengthened, and said so"
+else
+	bad "page serve --file shorter: $(cat "$tmp/server")"
+fi
+kill -TERM "$server"
+wait "$server"
+
 # The memory server killed while the bench faults: the touching threads
 # get SIGBUS (rdmx_page(7)), and the bench ends with exit 1 in two lines:
 # the library's, that the server was lost and why, and its own. It died
