@@ -58,12 +58,13 @@ static int info_peer(const char *addr)
 }
 
 /*
- * The configuration in effect (RDMX_CONFIG, RDMX_* variables): usable or
- * not; then the registry that "@NAME" goes through, and whether it
- * answers. Returns 1 when the configuration is not usable: every other
- * command would refuse to start with it.
+ * The context every command would make: whether the configuration in
+ * effect (RDMX_CONFIG, RDMX_* variables) is usable, then the registry that
+ * "@NAME" goes through, and whether it answers. Returns 1 when the
+ * configuration is not usable: every other command would refuse to start
+ * with it.
  */
-static int info_registry(void)
+static int info_context(void)
 {
 	struct rdmx_ctx *ctx = NULL;
 	struct rdmx_registry *reg;
@@ -132,5 +133,5 @@ int cli_info(int argc, char **argv)
 	       "owns their address, shm between processes of one host, tcp "
 	       "otherwise)\n");
 	cli_info_verbs();
-	return info_registry();
+	return info_context();
 }
