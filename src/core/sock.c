@@ -6,10 +6,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -330,6 +333,37 @@ void rdmx_sock_user_timeout(int fd, unsigned ms)
 {
 	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)))
 		rdmx_warn("TCP_USER_TIMEOUT %u: %m", ms);
+}
+
+static void rdmx_sigpipe_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGPIPE);
+}
+
+void rdmx_sigpipe_hold(struct rdmx_sigpipe *s)
+{
+	sigset_t pipe, pending;
+
+	rdmx_sigpipe_set(&pipe);
+	pthread_sigmask(SIG_BLOCK, &pipe, &s->old);
+	s->was_pending = !sigpending(&pending) &&
+			 sigismember(&pending, SIGPIPE);
+}
+
+void rdmx_sigpipe_release(struct rdmx_sigpipe *s)
+{
+	static const struct timespec now = { 0, 0 };
+	sigset_t pipe, pending;
+	int saved = errno;
+
+	rdmx_sigpipe_set(&pipe);
+	if (!s->was_pending && !sigpending(&pending) &&
+	    sigismember(&pending, SIGPIPE))
+		while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &s->old, NULL);
+	errno = saved;
 }
 
 /* IPv4 as the IPv4-mapped IPv6 form. */

@@ -3,6 +3,7 @@
 #ifndef RDMX_SOCK_H
 #define RDMX_SOCK_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,20 @@ int rdmx_set_nonblock(int fd);
 void rdmx_sock_liveness(int fd, unsigned timeout_ms);
 /* TCP_USER_TIMEOUT: data of ours unacknowledged for @ms ends the socket. */
 void rdmx_sock_user_timeout(int fd, unsigned ms);
+
+/*
+ * Around a kernel send made on our behalf without MSG_NOSIGNAL (siw
+ * transmits inside ibv_post_send, on a kernel TCP socket): SIGPIPE is
+ * blocked in this thread from hold to release, and one raised in between
+ * is taken there, never delivered; its default would end the process.
+ * A SIGPIPE already pending when hold was called stays pending.
+ */
+struct rdmx_sigpipe {
+	sigset_t old;
+	bool was_pending;
+};
+void rdmx_sigpipe_hold(struct rdmx_sigpipe *s);
+void rdmx_sigpipe_release(struct rdmx_sigpipe *s);
 
 struct sockaddr;
 

@@ -244,6 +244,19 @@ static inline bool rdmx_verbs_iwarp(const struct rdmx_verbs_dev *d)
 	return d->dev->device->transport_type == IBV_TRANSPORT_IWARP;
 }
 
+#define RDMX_VERBS_SIW_VENDOR 0x626d74 /* "bmt": Linux's siw.h */
+
+/*
+ * siw transmits inside ibv_post_send, on a kernel TCP socket it writes
+ * without MSG_NOSIGNAL: once the peer is gone, the kernel raises SIGPIPE
+ * on the posting thread (rdmx_sigpipe_hold).
+ */
+static inline bool
+rdmx_verbs_posts_raise_sigpipe(const struct rdmx_verbs_dev *d)
+{
+	return d->attr.vendor_id == RDMX_VERBS_SIW_VENDOR;
+}
+
 /* verbs_conn.c */
 rdmx_status rdmx_verbs_conn_create(void *priv, int fd, bool accepting,
 				   const struct rdmx_conn_attr *attr,

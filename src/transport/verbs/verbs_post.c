@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "sock.h"
 #include "verbs.h"
 #include "verbs_proto.h"
 
@@ -206,6 +207,21 @@ static rdmx_status rdmx_verbs_fill(struct rdmx_verbs_conn *c,
 	return RDMX_OK;
 }
 
+/* ibv_post_send, with siw's SIGPIPE taken rather than delivered. */
+static int rdmx_verbs_ibv_post(struct rdmx_verbs_conn *c, struct ibv_send_wr *w,
+			       struct ibv_send_wr **bad)
+{
+	struct rdmx_sigpipe sp;
+	int rc;
+
+	if (!rdmx_verbs_posts_raise_sigpipe(c->d))
+		return ibv_post_send(c->qp, w, bad);
+	rdmx_sigpipe_hold(&sp);
+	rc = ibv_post_send(c->qp, w, bad);
+	rdmx_sigpipe_release(&sp);
+	return rc;
+}
+
 /* Give one work request to the NIC. Lock held. */
 static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
 				      const struct rdmx_wr *wr, bool internal)
@@ -218,7 +234,7 @@ static rdmx_status rdmx_verbs_post_hw(struct rdmx_verbs_conn *c,
 	st = rdmx_verbs_fill(c, wr, internal, &w, sge);
 	if (st)
 		return st;
-	rc = ibv_post_send(c->qp, &w, &bad);
+	rc = rdmx_verbs_ibv_post(c, &w, &bad);
 	if (rc) {
 		rdmx_verbs_ring_unpush(&c->sq);
 		return rdmx_verbs_errno(c, rc);
@@ -376,7 +392,7 @@ static int rdmx_verbs_post_chain(struct rdmx_verbs_conn *c,
 		if (filled)
 			w[filled - 1].next = &w[filled];
 	}
-	rc = filled ? ibv_post_send(c->qp, w, &bad) : 0;
+	rc = filled ? rdmx_verbs_ibv_post(c, w, &bad) : 0;
 	took = rc ? (int)(bad - w) : filled;
 	for (int i = took; i < filled; i++)
 		rdmx_verbs_ring_unpush(&c->sq);
