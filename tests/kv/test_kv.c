@@ -957,8 +957,17 @@ static void test_kv_first_posts_touch_no_new_page(void **state)
 
 /* ---- a server killed under load ----------------------------------------- */
 
+/*
+ * The pool of a server in a child process: what its tests store, not the
+ * default GiB, whose registration the guest's emulator took seconds to pin
+ * (test_kv_aof_fsync_always_survives_kill9 starts three).
+ */
+#define KV_CHILD_MEMORY (16u << 20)
+
 static int kv_server_child(int port, int flag)
 {
+	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_MEMORY,
+					 .memory = KV_CHILD_MEMORY };
 	struct rdmx_ctx *ctx;
 	struct rdmx_kv_server *srv;
 	char addr[80];
@@ -966,7 +975,7 @@ static int kv_server_child(int port, int flag)
 	(void)flag;
 	snprintf(addr, sizeof(addr), "%s:%d", suite_addr(), port);
 	if (rdmx_ctx_create(NULL, &ctx) ||
-	    rdmx_kv_server_create(ctx, addr, NULL, &srv))
+	    rdmx_kv_server_create(ctx, addr, &a, &srv))
 		return 2;
 	pause();
 	return 0;
@@ -1276,7 +1285,9 @@ static void aof_path(char *buf, size_t len, int port)
  * parent's file name (the parent is the test, this the child). */
 static int kv_aof_server_child(int port, int parent_port)
 {
-	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_AOF,
+	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_AOF |
+						 RDMX_KV_SERVER_ATTR_MEMORY,
+					 .memory = KV_CHILD_MEMORY,
 					 .fsync = RDMX_KV_FSYNC_ALWAYS };
 	struct rdmx_ctx *ctx;
 	struct rdmx_kv_server *srv;
