@@ -549,7 +549,7 @@ static void *toucher_run(void *arg)
 
 static void test_page_mmap_threads_through_small_cache(void **state)
 {
-	const uint64_t len = 64 << 20;
+	const uint64_t len = 16 << 20, cache = 4 << 20;
 	struct srv v;
 	struct side c;
 	struct rdmx_page_map *map, *other;
@@ -561,7 +561,7 @@ static void test_page_mmap_threads_through_small_cache(void **state)
 	(void)state;
 	srv_open(&v, len);
 	side_open(&c);
-	map = map_open(&c, v.url, 16 << 20);
+	map = map_open(&c, v.url, cache);
 	mem = mapping(map);
 	for (int i = 0; i < 8; i++) {
 		t[i] = (struct toucher){ mem, len, i, UINT64_MAX, 0 };
@@ -581,7 +581,7 @@ static void test_page_mmap_threads_through_small_cache(void **state)
 		      (unsigned long long)ps.evicted,
 		      (unsigned long long)ps.written_back,
 		      (unsigned long long)ps.resident);
-	assert_true(ps.resident <= (16 << 20) / PG);
+	assert_true(ps.resident <= cache / PG);
 	assert_true(ps.evicted > 0);
 	assert_true(ps.written_back > 0);
 	/* A second client sees each page as its owner left it. */
@@ -682,7 +682,7 @@ static uint64_t rss_of(const void *base)
 
 static void test_page_mmap_rss_stays_within_cache(void **state)
 {
-	const uint64_t len = 64 << 20, cache = 8 << 20;
+	const uint64_t len = 16 << 20, cache = 4 << 20;
 	struct srv v;
 	struct side c;
 	struct rdmx_page_map *map;
