@@ -32,6 +32,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "core.h"
+#include "sock.h"
 
 struct rdmx_verbs_conn;
 
@@ -247,14 +248,19 @@ static inline bool rdmx_verbs_iwarp(const struct rdmx_verbs_dev *d)
 #define RDMX_VERBS_SIW_VENDOR 0x626d74 /* "bmt": Linux's siw.h */
 
 /*
- * siw transmits inside ibv_post_send, on a kernel TCP socket it writes
- * without MSG_NOSIGNAL: once the peer is gone, the kernel raises SIGPIPE
- * on the posting thread (rdmx_sigpipe_hold).
+ * siw transmits inside ibv_post_send (and may send a Terminate inside
+ * ibv_modify_qp), on a kernel TCP socket it writes without MSG_NOSIGNAL:
+ * once the peer is gone, the kernel raises SIGPIPE on the calling thread.
+ * Around such a call: rdmx_sigpipe_hold on siw (true), nothing elsewhere
+ * (false); rdmx_sigpipe_release after it when held.
  */
-static inline bool
-rdmx_verbs_posts_raise_sigpipe(const struct rdmx_verbs_dev *d)
+static inline bool rdmx_verbs_sigpipe_hold(const struct rdmx_verbs_dev *d,
+					   struct rdmx_sigpipe *sp)
 {
-	return d->attr.vendor_id == RDMX_VERBS_SIW_VENDOR;
+	if (d->attr.vendor_id != RDMX_VERBS_SIW_VENDOR)
+		return false;
+	rdmx_sigpipe_hold(sp);
+	return true;
 }
 
 /* verbs_conn.c */

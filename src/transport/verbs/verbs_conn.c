@@ -904,11 +904,18 @@ void rdmx_verbs_mark_dead(struct rdmx_verbs_conn *c, rdmx_status st)
 void rdmx_verbs_conn_fail(struct rdmx_verbs_conn *c, rdmx_status st)
 {
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+	struct rdmx_sigpipe sp;
+	bool held;
+	int rc;
 
 	if (c->dead)
 		return;
 	rdmx_verbs_mark_dead(c, st);
-	if (ibv_modify_qp(c->qp, &qa, IBV_QP_STATE))
+	held = rdmx_verbs_sigpipe_hold(c->d, &sp);
+	rc = ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
+	if (held)
+		rdmx_sigpipe_release(&sp);
+	if (rc)
 		rdmx_error("verbs: cannot move the QP to error: %m");
 }
 

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "sock.h"
 #include "verbs.h"
 #include "verbs_proto.h"
 
@@ -212,13 +211,11 @@ static int rdmx_verbs_ibv_post(struct rdmx_verbs_conn *c, struct ibv_send_wr *w,
 			       struct ibv_send_wr **bad)
 {
 	struct rdmx_sigpipe sp;
-	int rc;
+	bool held = rdmx_verbs_sigpipe_hold(c->d, &sp);
+	int rc = ibv_post_send(c->qp, w, bad);
 
-	if (!rdmx_verbs_posts_raise_sigpipe(c->d))
-		return ibv_post_send(c->qp, w, bad);
-	rdmx_sigpipe_hold(&sp);
-	rc = ibv_post_send(c->qp, w, bad);
-	rdmx_sigpipe_release(&sp);
+	if (held)
+		rdmx_sigpipe_release(&sp);
 	return rc;
 }
 
