@@ -343,25 +343,26 @@ static void rdmx_sigpipe_set(sigset_t *set)
 
 void rdmx_sigpipe_hold(struct rdmx_sigpipe *s)
 {
-	sigset_t pipe, pending;
+	sigset_t pipe;
 
 	rdmx_sigpipe_set(&pipe);
 	pthread_sigmask(SIG_BLOCK, &pipe, &s->old);
-	s->was_pending = !sigpending(&pending) &&
-			 sigismember(&pending, SIGPIPE);
 }
 
 void rdmx_sigpipe_release(struct rdmx_sigpipe *s)
 {
 	static const struct timespec now = { 0, 0 };
-	sigset_t pipe, pending;
+	sigset_t pipe;
 	int saved = errno;
 
+	/* Blocked by the caller already: one raised stays its own, pending
+	 * as it would after its own write. Else none was pending at hold
+	 * (it would have been delivered): take what came since. */
+	if (sigismember(&s->old, SIGPIPE))
+		return;
 	rdmx_sigpipe_set(&pipe);
-	if (!s->was_pending && !sigpending(&pending) &&
-	    sigismember(&pending, SIGPIPE))
-		while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
-			;
+	while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+		;
 	pthread_sigmask(SIG_SETMASK, &s->old, NULL);
 	errno = saved;
 }

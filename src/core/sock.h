@@ -46,11 +46,11 @@ void rdmx_sock_user_timeout(int fd, unsigned ms);
  * transmits inside ibv_post_send, on a kernel TCP socket): SIGPIPE is
  * blocked in this thread from hold to release, and one raised in between
  * is taken there, never delivered; its default would end the process.
- * A SIGPIPE already pending when hold was called stays pending.
+ * Where the caller blocks SIGPIPE itself, one raised stays pending, as
+ * after its own write: three system calls a call, else one.
  */
 struct rdmx_sigpipe {
 	sigset_t old;
-	bool was_pending;
 };
 void rdmx_sigpipe_hold(struct rdmx_sigpipe *s);
 void rdmx_sigpipe_release(struct rdmx_sigpipe *s);

@@ -88,7 +88,8 @@ static void test_sigpipe_held_is_taken(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-/* The caller's own: blocked and pending before hold, it stays so. */
+/* The caller blocks SIGPIPE itself: one raised before or during the
+ * hold stays pending for it, and blocked. */
 static int caller_pending(void)
 {
 	struct rdmx_sigpipe sp;
