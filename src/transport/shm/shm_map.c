@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "shm.h"
 
 /* How long dereg or close waits for a peer's copy in our memory to end. */
@@ -252,13 +253,15 @@ static void rdmx_shm_copy(const struct rdmx_wr *wr, uint8_t *dst)
 	switch (wr->opcode) {
 	case RDMX_OP_WRITE:
 		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(dst, wr->sg_list[i].addr, wr->sg_list[i].length);
+			rdmx_copy(dst, wr->sg_list[i].addr,
+				  wr->sg_list[i].length);
 			dst += wr->sg_list[i].length;
 		}
 		return;
 	case RDMX_OP_READ:
 		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(wr->sg_list[i].addr, dst, wr->sg_list[i].length);
+			rdmx_copy(wr->sg_list[i].addr, dst,
+				  wr->sg_list[i].length);
 			dst += wr->sg_list[i].length;
 		}
 		return;

@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "shm.h"
 #include "tsan.h"
 
@@ -73,8 +74,8 @@ static void rdmx_shm_put(uint8_t *data, uint64_t size, uint64_t pos,
 
 	if (first > n)
 		first = n;
-	memcpy(data + off, src, first);
-	memcpy(data, src + first, n - first);
+	rdmx_copy(data + off, src, first);
+	rdmx_copy(data, src + first, n - first);
 }
 
 static void rdmx_shm_get(const uint8_t *data, uint64_t size, uint64_t pos,
@@ -84,8 +85,8 @@ static void rdmx_shm_get(const uint8_t *data, uint64_t size, uint64_t pos,
 
 	if (first > n)
 		first = n;
-	memcpy(dst, data + off, first);
-	memcpy(dst + first, data, n - first);
+	rdmx_copy(dst, data + off, first);
+	rdmx_copy(dst + first, data, n - first);
 }
 
 /*

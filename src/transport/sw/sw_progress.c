@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "mem.h"
 #include "sw.h"
 
@@ -106,7 +107,7 @@ static void rdmx_sw_rx_consume(struct rdmx_sw_conn *c, const uint8_t *src,
 		size_t take = v->iov_len < n ? v->iov_len : n;
 
 		if (src) {
-			memcpy(v->iov_base, src, take);
+			rdmx_copy(v->iov_base, src, take);
 			src += take;
 		}
 		v->iov_base = (uint8_t *)v->iov_base + take;
