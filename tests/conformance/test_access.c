@@ -444,7 +444,12 @@ static void test_mr_refused_write_then_read_completes(void **state)
 	}
 	assert_int_equal(wc.wr_id, 11);
 	assert_int_equal(wc.opcode, RDMX_OP_WRITE);
-	if (wc.status || !conn_has(r.p.cconn, RDMX_CONN_COMPLETES_LOCALLY))
+	if (!conn_has(r.p.cconn, RDMX_CONN_COMPLETES_LOCALLY))
+		assert_int_equal(wc.status, RDMX_ERR_REMOTE_ACCESS);
+	else if (wc.status != RDMX_OK && wc.status != RDMX_ERR_CONN_LOST)
+		/* Done once sent; or, where the Terminate came back before
+		 * the device completed it (siw, 1 CI run in many), flushed
+		 * with the connection it ended. */
 		assert_int_equal(wc.status, RDMX_ERR_REMOTE_ACCESS);
 	usleep((useconds_t)(200000 * time_scale())); /* the Terminate's time */
 	t0 = now_s();
