@@ -82,7 +82,7 @@ static bool kv_aof_apply(struct kv_store *s, uint8_t op, const uint8_t *key,
 	it = kv_prepare(s, key, klen, vlen);
 	if (!it)
 		return false;
-	memcpy(pool + it->off, val, vlen);
+	rdmx_memcpy(pool + it->off, val, vlen);
 	kv_publish(s, it);
 	return true;
 }

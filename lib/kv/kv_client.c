@@ -330,7 +330,7 @@ static rdmx_status kv_send(struct rdmx_kv_client *c, int i, struct kv_req *r,
 	kv_req_encode(m, r);
 	memcpy(m + KV_REQ_HDR, key, r->key_len);
 	if (plen)
-		memcpy(m + KV_REQ_HDR + r->key_len, payload, plen);
+		rdmx_memcpy(m + KV_REQ_HDR + r->key_len, payload, plen);
 	c->pend_sg[k] = (struct rdmx_sge){ m, KV_REQ_HDR + r->key_len + plen,
 					   c->msgs_mr };
 	c->pend[k] = (struct rdmx_wr){ .wr_id = (uint64_t)i,
@@ -431,7 +431,7 @@ rdmx_status rdmx_kv_post_put(struct rdmx_kv_client *c, const void *key,
 			return c->busy ? RDMX_ERR_AGAIN : RDMX_ERR_NOMEM;
 		c->slot[i].room = vlen;
 		c->slot[i].own_room = true;
-		memcpy(c->buf + c->slot[i].off, v, vlen);
+		rdmx_memcpy(c->buf + c->slot[i].off, v, vlen);
 		r.a = c->slot[i].off;
 	}
 	return kv_send(c, i, &r, key, NULL, 0);
@@ -586,7 +586,7 @@ rdmx_status rdmx_kv_get(struct rdmx_kv_client *c, const void *key, size_t klen,
 	if (len_p && (st == RDMX_OK || st == RDMX_ERR_LOCAL_LENGTH))
 		*len_p = r.value.len;
 	if (st == RDMX_OK) {
-		memcpy(out, r.value.data, r.value.len);
+		rdmx_memcpy(out, r.value.data, r.value.len);
 		rdmx_kv_release(c, &r.value);
 	}
 	return st;

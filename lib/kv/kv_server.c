@@ -459,7 +459,7 @@ uint8_t kv_server_put(struct rdmx_kv_server *srv, const void *key, size_t klen,
 	kv_store_unlock(srv->store);
 	if (!it)
 		return KV_NOMEM;
-	memcpy(srv->pool + it->off, val, vlen);
+	rdmx_memcpy(srv->pool + it->off, val, vlen);
 	return kv_commit_put(srv, it);
 }
 
@@ -550,7 +550,7 @@ static void kv_do_put(struct kv_worker *w, struct kv_work *op,
 	}
 	if (r->op == KV_OP_PUT || !vlen) {
 		/* Unpublished: the block is ours alone, no lock needed. */
-		memcpy(w->srv->pool + it->off, r->payload, vlen);
+		rdmx_memcpy(w->srv->pool + it->off, r->payload, vlen);
 		kv_send_answer(w, op, kv_commit_put(w->srv, it), 0);
 		return;
 	}

@@ -213,9 +213,10 @@ static rdmx_status page_link_local(struct page_link *l, enum rdmx_opcode op,
 	if (q->count == PAGE_LOCAL_WC)
 		return RDMX_ERR_AGAIN;
 	if (op == RDMX_OP_READ)
-		memcpy(l->stage + stage_off, l->local + off, len);
+		rdmx_memcpy(l->stage + stage_off, l->local + off, len);
 	else
-		memcpy((uint8_t *)l->local + off, l->stage + stage_off, len);
+		rdmx_memcpy((uint8_t *)l->local + off, l->stage + stage_off,
+			    len);
 	wc = &q->wc[(q->head + q->count++) % PAGE_LOCAL_WC];
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = wr_id;

@@ -305,8 +305,8 @@ static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 			size_t so = j * PAGE_SIZE_BYTES;
 
 			if (op == RDMX_OP_WRITE)
-				memcpy(l->stage + so, bufs[at + j],
-				       PAGE_SIZE_BYTES);
+				rdmx_memcpy(l->stage + so, bufs[at + j],
+					    PAGE_SIZE_BYTES);
 			st = page_link_post_wait(
 				l,
 				&(struct page_xfer){ .op = op,
@@ -330,8 +330,9 @@ static rdmx_status page_move(struct rdmx_page_map *map, enum rdmx_opcode op,
 			st = done;
 		for (size_t j = 0; j < k && st == RDMX_OK && op == RDMX_OP_READ;
 		     j++)
-			memcpy(bufs[at + j], l->stage + j * PAGE_SIZE_BYTES,
-			       PAGE_SIZE_BYTES);
+			rdmx_memcpy(bufs[at + j],
+				    l->stage + j * PAGE_SIZE_BYTES,
+				    PAGE_SIZE_BYTES);
 	}
 	pthread_mutex_unlock(&map->lock);
 	return st;

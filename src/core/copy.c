@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "copy.h"
 
+#include "rdmx.h"
+
+void *rdmx_memcpy(void *dst, const void *src, size_t n)
+{
+	rdmx_copy(dst, src, n);
+	return dst;
+}
+
 #ifdef __SSE2__
 #include <emmintrin.h>
 

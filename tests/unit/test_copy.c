@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Description: rdmx_copy copies exactly, whichever way it goes: every size
- * around its thresholds, every distance around the aliased range. */
+/* Description: rdmx_memcpy (rdmx_copy inside) copies exactly, whichever way
+ * it goes: every size around its thresholds, every distance around the
+ * aliased range; it returns dst. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@ static void copy_one(uint8_t *area, size_t src_at, size_t dst_at, size_t n)
 	for (size_t i = 0; i < n; i++)
 		src[i] = (uint8_t)(i * 7 + n);
 	memset(dst - GUARD, 0xee, n + 2 * GUARD);
-	rdmx_copy(dst, src, n);
+	assert_ptr_equal(rdmx_memcpy(dst, src, n), dst);
 	if (memcmp(dst, src, n))
 		fail_msg("%zu bytes, dst - src %zd: wrong bytes", n,
 			 (ssize_t)(dst_at - src_at));
