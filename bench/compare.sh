@@ -30,7 +30,9 @@
 # where each message costs a cross-core wake-up, and the tcp ones again
 # beside a raw round trip whose client sleeps (their floor). Rows say "spin"
 # or "sleep"; then rdmx's latency rows beside UCX again, over all their
-# samples.
+# samples; then shm's small requests beside UCX by vCPU placement: each
+# run between two of the host's line ping-pongs, and the runs made while
+# the two vCPUs shared a cache ("near") apart from the others ("far").
 #
 # The whole table is measured RUNS times (5 by default, as PEERS.md takes
 # its peers'; 1 with QUICK=1) and each figure is the median of its runs:
@@ -559,6 +561,55 @@ head_row "rdmx, every sample"
 for label in "${whole_rows[@]}"; do
 	row "$label" "${whole[$label]}"
 done
+
+# shm's small requests by vCPU placement. On these VMs the hypervisor
+# moves the two vCPUs between physical cores every few seconds: this
+# host's own line ping-pong reads ~0.08 us while they share a last-level
+# cache and ~0.26 while they do not, and every tool's small-request
+# latency moves with it. A ratio of two runs made seconds apart then
+# compares two placements as often as two libraries (write 8 B once read
+# rdmx 0.29 against UCX 0.07 in a pass; in one placement rdmx read
+# 0.11-0.14 and UCX 0.06-0.08).
+# Here each tool runs PLACED_RUNS times in turn, each run between two line
+# ping-pongs (8 B, 20000 round trips, a few ms); a run is "near" when both
+# read below the cut between the pass's two clusters of ping-pongs (the
+# geometric mean of its lowest and highest, and at least 1.8x the lowest:
+# with one cluster, all runs are "near"), else "far"; each figure is the
+# median of its runs in that placement (n/a: none met it), and ratio
+# compares runs of one placement only. The placement changes within a
+# second at times, so a run may straddle two: its ping-pongs then differ,
+# and it counts as "far".
+PLACED_RUNS=${PLACED_RUNS:-3}
+pp_med() { "$BIN/shm_pingpong" 8 20000 0 1 2>/dev/null | jget lat_us.median; }
+placed() { # NAME TOOL CMD...: the run's figure between two ping-pongs
+	local name=$1 tool=$2 a b f
+	shift 2
+	a=$(pp_med)
+	f=$("$@")
+	b=$(pp_med)
+	printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$tool" "$f" "$a" "$b" >>"$tmp/placed.tsv"
+}
+rdmx_last() { rdmx_run shm "$@" --last $LAST | jget last.median; }
+U1=UCX_TLS=posix,self
+: >"$tmp/placed.tsv"
+for k in $(seq "$PLACED_RUNS"); do
+	placed "send 8 B p50 us" rdmx rdmx_last --op send -s 8 -n $NL
+	placed "send 8 B p50 us" ucx ucx_lat "$U1" tag_lat 8 50
+	placed "write 8 B p50 us" rdmx rdmx_last --op write -s 8 -n $NL
+	placed "write 8 B p50 us" ucx ucx_lat "$U1" ucp_put_lat 8 50
+	placed "read 4096 B p50 us" rdmx rdmx_last --op read -s 4096 -n $NL
+	placed "read 4096 B p50 us" ucx ucx_batch "$U1" -t ucp_get -s 4096 -O 1 \
+		-n $NL -w $((NL / 10)) -R 50
+	placed "fadd 8 B p50 us" rdmx rdmx_last --op atomic -s 8 -n $NL
+	placed "fadd 8 B p50 us" ucx ucx_batch "$U1" -t ucp_fadd -s 8 \
+		-n $NL -w $((NL / 10)) -R 50
+done
+head_row "shm by vCPU placement" ucx-posix
+# "LABEL, near|far<TAB>RDMX<TAB>UCX" per line, the runs classified as
+# above.
+while IFS=$'\t' read -r label rv uv; do
+	row "$label" "$rv" "$uv"
+done < <($PY bench/placement.py "$tmp/placed.tsv")
 
 # --svg: WRITE latency (median, one-way) against size, rdmx and UCX.
 if [ -n "$SVG" ]; then

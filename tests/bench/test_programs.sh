@@ -83,6 +83,31 @@ for line in sys.stdin:
 else
 	bad "memcpy_bw: $out"
 fi
+# bench/placement.py: runs split by the ping-pongs around them. Two
+# clusters (0.05-0.09 near, 0.24-0.28 far): a run with one of each counts
+# as far; the medians are of each placement's runs alone.
+placed=$(mktemp)
+printf '%s\n' "w\trdmx\t0.30\t0.25\t0.27" "w\tucx\t0.07\t0.06\t0.09" \
+	"w\trdmx\t0.12\t0.05\t0.08" "w\tucx\t0.20\t0.08\t0.24" \
+	"w\trdmx\t0.14\t0.07\t0.06" "w\tucx\tn/a\t0.06\t0.06" \
+	"s\trdmx\t0.50\t0.24\t0.28" | sed 's/\\t/\t/g' >"$placed"
+want=$(printf '%s\n' "w, near\t0.130\t0.070" "w, far\t0.300\t0.200" \
+	"s, near\tn/a\tn/a" "s, far\t0.500\tn/a" | sed 's/\\t/\t/g')
+got=$(python3 "$(dirname "$0")/../../bench/placement.py" "$placed" 2>&1)
+if [ "$got" = "$want" ]; then
+	ok "placement.py: runs by placement, medians of each"
+else
+	bad "placement.py: got $got"
+fi
+# One cluster only: every run is near.
+printf 'w\trdmx\t0.3\t0.25\t0.27\nw\tucx\t0.2\t0.26\t0.24\n' >"$placed"
+got=$(python3 "$(dirname "$0")/../../bench/placement.py" "$placed" 2>&1)
+if [ "$got" = "$(printf 'w, near\t0.300\t0.200\nw, far\tn/a\tn/a')" ]; then
+	ok "placement.py: one cluster, all near"
+else
+	bad "placement.py, one cluster: got $got"
+fi
+rm -f "$placed"
 for args in "shm_pingpong 0 10 0 0" "tcp_pingpong client 127.0.0.1 1 8 1" "memcpy_bw -1" \
 	"tcp_reqresp client 127.0.0.1 1 1 1 4 16 10" "tcp_reqresp client 127.0.0.1 1 1 65 40 16 10" \
 	"host_stalls 0" "host_stalls"; do
