@@ -254,10 +254,11 @@ rdmx_status rdmx_mem_free(struct rdmx_ctx *ctx, void *addr);
  * (which must not overlap) and returns @dst, at the memory's speed however
  * the two lie. glibc copies 2 KiB and more with rep movsb on CPUs with
  * FSRM, and on AMD's that runs 15-25 times slower when @dst lies 1 to 31
- * bytes past @src modulo 4096 (glibc bug 30994): a value copied out of a
- * registered buffer into malloc(3)'s memory, which sits 16 bytes past a
- * page, meets it every time. rdmx copies its own payloads this way; a
- * program that copies out of or into registered memory may too.
+ * bytes past @src modulo 4096 (glibc bug 30994): a value copied from the
+ * start of a page of a registered buffer into a large malloc(3) block,
+ * which begins 16 bytes past a page, meets it every time. rdmx copies its
+ * own payloads this way; a program that copies out of or into registered
+ * memory may too.
  */
 void *rdmx_memcpy(void *dst, const void *src, size_t n);
 
