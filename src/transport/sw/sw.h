@@ -163,6 +163,14 @@ struct rdmx_sw_ctx {
 	struct rdmx_sw_conn **slots;
 	uint32_t *gens;
 	uint32_t nslots;
+	/*
+	 * 1 + the highest slot in use (0: none): walks over the slots stop
+	 * there. The array doubles as connections come and never shrinks,
+	 * and a spinner's every poll walks it: after 600 connection pairs
+	 * had come and gone in one context (2048 slots), a one-thread shm
+	 * SEND/RECV round trip on the pair left took 7.4-9.6 us, not 0.57.
+	 */
+	uint32_t slots_used;
 	uint32_t ready_from; /* the slot rdmx_sw_poll_ready looks at first */
 };
 

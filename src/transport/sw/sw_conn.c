@@ -120,6 +120,8 @@ static rdmx_status rdmx_sw_slot_add(struct rdmx_sw_ctx *tctx,
 		tctx->nslots = n;
 	}
 	tctx->slots[i] = c;
+	if (i >= tctx->slots_used)
+		tctx->slots_used = i + 1;
 	c->key = (uint64_t)++tctx->gens[i] << 32 | (i + 1);
 	rdmx_sw_timer_arm(tctx, true); /* under the lock: see the watchdog */
 	/*
@@ -140,6 +142,8 @@ static void rdmx_sw_slot_del(struct rdmx_sw_ctx *tctx, uint64_t key)
 {
 	rdmx_spin_lock(&tctx->slots_lock);
 	tctx->slots[(uint32_t)key - 1] = NULL;
+	while (tctx->slots_used && !tctx->slots[tctx->slots_used - 1])
+		tctx->slots_used--;
 	rdmx_spin_unlock(&tctx->slots_lock);
 }
 
@@ -392,7 +396,7 @@ unsigned rdmx_sw_each(struct rdmx_sw_ctx *tctx,
 		struct rdmx_sw_conn *c;
 
 		rdmx_spin_lock(&tctx->slots_lock);
-		if (i >= tctx->nslots) {
+		if (i >= tctx->slots_used) {
 			rdmx_spin_unlock(&tctx->slots_lock);
 			return live;
 		}
@@ -512,8 +516,7 @@ void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx)
 	/* Idle with no connection: off until a slot is taken (which arms it
 	 * under the same lock, so no arming is lost). */
 	rdmx_spin_lock(&tctx->slots_lock);
-	for (uint32_t i = 0; i < tctx->nslots && !any; i++)
-		any = tctx->slots[i] != NULL;
+	any = tctx->slots_used > 0;
 	if (!any)
 		rdmx_sw_timer_arm(tctx, false);
 	rdmx_spin_unlock(&tctx->slots_lock);

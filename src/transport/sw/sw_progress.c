@@ -853,7 +853,7 @@ static bool rdmx_sw_arm_each(struct rdmx_sw_ctx *tctx, bool on)
 {
 	bool membarrier = false;
 
-	for (uint32_t i = 0; i < tctx->nslots; i++)
+	for (uint32_t i = 0; i < tctx->slots_used; i++)
 		if (tctx->slots[i])
 			membarrier |= tctx->tp->pipe->arm(tctx->slots[i], on);
 	return membarrier;
@@ -923,7 +923,8 @@ static void rdmx_sw_unthreaded(struct rdmx_sw_ctx *tctx, bool spinning,
 	}
 	if (arming)
 		rdmx_sw_fence_armed(membarrier);
-	for (uint32_t i = 0; arming && kick && i < tctx->nslots && !ready; i++)
+	for (uint32_t i = 0; arming && kick && i < tctx->slots_used && !ready;
+	     i++)
 		ready = tctx->slots[i] && pipe->ready(tctx->slots[i]);
 	rdmx_spin_unlock(&tctx->slots_lock);
 	/* Drained by the next progress call (rdmx_sw_handle). */
@@ -993,15 +994,16 @@ static int rdmx_sw_poll_ready(struct rdmx_sw_ctx *tctx, bool hold)
 	int n = 0;
 
 	rdmx_spin_lock(&tctx->slots_lock);
-	at = tctx->ready_from < tctx->nslots ? tctx->ready_from : 0;
-	for (uint32_t k = 0; k < tctx->nslots && n < RDMX_SW_READY_MAX; k++) {
+	at = tctx->ready_from < tctx->slots_used ? tctx->ready_from : 0;
+	for (uint32_t k = 0; k < tctx->slots_used && n < RDMX_SW_READY_MAX;
+	     k++) {
 		struct rdmx_sw_conn *c = tctx->slots[at];
 
 		if (c && tctx->tp->pipe->ready(c)) {
 			atomic_fetch_add(&c->refs, 1);
 			ready[n++] = c;
 		}
-		if (++at == tctx->nslots)
+		if (++at == tctx->slots_used)
 			at = 0;
 	}
 	tctx->ready_from = at;
