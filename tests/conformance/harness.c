@@ -202,6 +202,19 @@ void acc_stop(struct acc *a)
 	pthread_join(a->thread, NULL);
 }
 
+void side_pair_connect(struct side *s, struct rdmx_listener *lst,
+		       struct side *c, struct rdmx_conn **sconn_p,
+		       struct rdmx_conn **cconn_p)
+{
+	struct acc a = { .s = s, .lst = lst };
+
+	acc_start(&a);
+	*cconn_p = side_connect(c, rdmx_listener_port(lst));
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	*sconn_p = a.conn;
+}
+
 static void *pair_accept(void *arg)
 {
 	struct pair *p = arg;

@@ -124,6 +124,11 @@ struct acc {
 void acc_start(struct acc *a);
 void acc_join(struct acc *a);
 void acc_stop(struct acc *a);
+/* One more connection in this process: @c connects to @lst, which @s
+ * accepts (with @s's cq) in a thread of its own. */
+void side_pair_connect(struct side *s, struct rdmx_listener *lst,
+		       struct side *c, struct rdmx_conn **sconn_p,
+		       struct rdmx_conn **cconn_p);
 
 /* Exchange a registration's descriptor over SEND/RECV (server -> client). */
 struct rdmx_remote share_remote(struct pair *p, struct buf *b);

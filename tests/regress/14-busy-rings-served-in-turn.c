@@ -68,23 +68,15 @@ static int settle(struct many *m)
 
 static void many_open(struct many *m)
 {
-	int port;
-
 	memset(m, 0, sizeof(*m));
 	setenv("RDMX_TRANSPORT", "shm", 1);
 	/* One thread drives both sides: each server poll is one pass. */
 	side_open_with(&m->s, "RDMX_PROGRESS_THREAD", "off");
 	side_open_with(&m->c, "RDMX_PROGRESS_THREAD", "off");
-	port = side_listen(&m->s, &m->lst);
-	for (int j = 0; j < M; j++) {
-		struct acc a = { .s = &m->s, .lst = m->lst };
-
-		acc_start(&a);
-		m->cconn[j] = side_connect(&m->c, port);
-		acc_join(&a);
-		assert_int_equal(a.st, RDMX_OK);
-		m->sconn[j] = a.conn;
-	}
+	side_listen(&m->s, &m->lst);
+	for (int j = 0; j < M; j++)
+		side_pair_connect(&m->s, m->lst, &m->c, &m->sconn[j],
+				  &m->cconn[j]);
 	buf_alloc(&m->s, &m->in, 8 * M * (PASSES + 1), RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&m->c, &m->out, 8, 0);
 	for (int j = 0; j < M; j++)

@@ -20,11 +20,11 @@
 enum { M = 20, PINGS = 8 };
 
 struct many {
+	struct rdmx_sw_ctx *t; /* the server's shm context */
 	struct side s, c;
+	struct buf in, out;
 	struct rdmx_listener *lst;
 	struct rdmx_conn *sconn[M], *cconn[M];
-	struct buf in, out;
-	struct rdmx_sw_ctx *t; /* the server's shm context */
 };
 
 static uint32_t used(struct many *m)
@@ -53,15 +53,9 @@ static void settle(struct many *m)
 	}
 }
 
-static void open_one(struct many *m, int port, int j)
+static void open_one(struct many *m, int j)
 {
-	struct acc a = { .s = &m->s, .lst = m->lst };
-
-	acc_start(&a);
-	m->cconn[j] = side_connect(&m->c, port);
-	acc_join(&a);
-	assert_int_equal(a.st, RDMX_OK);
-	m->sconn[j] = a.conn;
+	side_pair_connect(&m->s, m->lst, &m->c, &m->sconn[j], &m->cconn[j]);
 }
 
 static void close_one(struct many *m, int j)
@@ -107,7 +101,6 @@ static void test_slots_walk_ends_at_last_used(void **state)
 {
 	struct many m;
 	void *priv;
-	int port;
 
 	(void)state;
 	memset(&m, 0, sizeof(m));
@@ -117,11 +110,11 @@ static void test_slots_walk_ends_at_last_used(void **state)
 	assert_int_equal(rdmx_ctx_transport(m.s.ctx, RDMX_TRANSPORT_SHM, &priv),
 			 RDMX_OK);
 	m.t = priv;
-	port = side_listen(&m.s, &m.lst);
+	side_listen(&m.s, &m.lst);
 	buf_alloc(&m.s, &m.in, 8 * PINGS, RDMX_ACCESS_LOCAL_WRITE);
 	buf_alloc(&m.c, &m.out, 8, 0);
 	for (int j = 0; j < M; j++)
-		open_one(&m, port, j);
+		open_one(&m, j);
 	assert_int_equal(used(&m), M);
 	/* All but the highest close: the walk still reaches it. */
 	for (int j = 0; j < M - 1; j++)
@@ -129,7 +122,7 @@ static void test_slots_walk_ends_at_last_used(void **state)
 	assert_int_equal(used(&m), M);
 	served_at_once(&m, M - 1);
 	/* One comes back into the lowest slot; then the highest closes. */
-	open_one(&m, port, 0);
+	open_one(&m, 0);
 	assert_int_equal(used(&m), M);
 	close_one(&m, M - 1);
 	assert_int_equal(used(&m), 1);
