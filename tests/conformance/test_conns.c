@@ -607,7 +607,11 @@ static void test_conn_churn_bounded(void **state)
 	/*
 	 * Until the client is done: a setup can fail on its side after it
 	 * succeeded here (we closed before its device said established, as
-	 * siw may), and it tries again.
+	 * siw may), and it tries again. The other way round, one can fail
+	 * here after it succeeded there: the client closes at once, and over
+	 * rxe in the guest the disconnect once came before our "established"
+	 * (CI at f214076: 99 of 100 taken). That one is not tried again, so
+	 * as many may be missing here as the client may fail: a tenth.
 	 */
 	for (int i = 0, idle_ms = 0;;) {
 		int status;
@@ -620,7 +624,7 @@ static void test_conn_churn_bounded(void **state)
 		}
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			assert_true(WIFEXITED(status) && !WEXITSTATUS(status));
-			assert_true(i >= churn_cycles());
+			assert_true(i >= churn_cycles() - churn_cycles() / 10);
 			break;
 		}
 		idle_ms += 200;
