@@ -12,26 +12,31 @@ appearance, "LABEL, near" and "LABEL, far", each with rdmx's and ucx's
 median over their runs in that placement (n/a: none), tab-separated.
 """
 import statistics, sys
-runs = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+
+
 def num(v):
     try:
         return float(v)
     except ValueError:
         return None
-pps = [p for r in runs for p in map(num, r[3:5]) if p]
+
+
+# (label, tool, figure, placement): a run with a figure and both ping-pongs.
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+runs = [(r[0], r[1], num(r[2]), (num(r[3]), num(r[4]))) for r in rows]
+pps = [p for _, _, _, pp in runs for p in pp if p]
 lo, hi = (min(pps), max(pps)) if pps else (0, 0)
 # Between the two placements' ping-pongs when both came, else above all.
 cut = max(1.8 * lo, (lo * hi) ** 0.5)
-names = []
-for r in runs:
-    if r[0] not in names:
-        names.append(r[0])
-for name in names:
-    for where in ("near", "far"):
+where_of = {}
+for label, tool, fig, pp in runs:
+    if fig is not None and all(pp):
+        where_of.setdefault((label, tool, max(pp) <= cut), []).append(fig)
+labels = list(dict.fromkeys(label for label, _, _, _ in runs))
+for label in labels:
+    for where, near in (("near", True), ("far", False)):
         out = []
         for tool in ("rdmx", "ucx"):
-            vs = [num(r[2]) for r in runs if r[0] == name and r[1] == tool
-                  and num(r[2]) is not None and num(r[3]) and num(r[4])
-                  and (max(num(r[3]), num(r[4])) <= cut) == (where == "near")]
+            vs = where_of.get((label, tool, near))
             out.append("%.3f" % statistics.median(vs) if vs else "n/a")
-        print("%s, %s\t%s" % (name, where, "\t".join(out)))
+        print("%s, %s\t%s" % (label, where, "\t".join(out)))

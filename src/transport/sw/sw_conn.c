@@ -507,7 +507,6 @@ static void rdmx_sw_conn_tick(struct rdmx_sw_conn *c, void *arg)
 void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx)
 {
 	uint64_t ticks;
-	bool any = false;
 
 	if (read(tctx->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		rdmx_debug("the watchdog's timerfd: %m");
@@ -516,8 +515,7 @@ void rdmx_sw_watchdog(struct rdmx_sw_ctx *tctx)
 	/* Idle with no connection: off until a slot is taken (which arms it
 	 * under the same lock, so no arming is lost). */
 	rdmx_spin_lock(&tctx->slots_lock);
-	any = tctx->slots_used > 0;
-	if (!any)
+	if (!tctx->slots_used)
 		rdmx_sw_timer_arm(tctx, false);
 	rdmx_spin_unlock(&tctx->slots_lock);
 }
