@@ -66,6 +66,10 @@ refused "bench" "$rdmx" bench 127.0.0.1:1 --bw
 # SIGTERM: a server that serves forever stops cleanly with a summary.
 serve send :0 || exit 1
 "$rdmx" demo send "127.0.0.1:$port" -n 50 >/dev/null 2>&1
+# The client is gone once it has its 50 answers; the server may not have
+# seen it go yet (on a loaded host the signal came first: "1 stopped by a
+# signal").
+wait_grep "$tmp/server" "served send: 50 x"
 kill -TERM "$server"
 if wait "$server" && grep -q "server done: 1 sessions ok, 0 failed" "$tmp/server"; then
 	ok "demo server: SIGTERM ends it with exit 0 and a summary"

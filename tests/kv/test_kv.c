@@ -549,7 +549,9 @@ static void traffic_until(struct kvs *k, struct rdmx_kv_client **kc, int from,
 			assert_true(
 				val_check(out, m, (uint32_t)i, (uint32_t)r));
 		}
-		if (now_s() > end)
+		/* The deadline is for the count: min_rounds may take longer
+		 * (40 clients' 30 rounds under TSan, four suites at once). */
+		if (now_s() > end && request_buffers(k) != n)
 			fail_msg("%llu RECVs for requests, not %llu",
 				 (unsigned long long)request_buffers(k),
 				 (unsigned long long)n);
