@@ -35,14 +35,19 @@ struct cli {
 	struct buf tx;
 };
 
-static bool srv_open(struct srv *v, uint32_t max_wr)
+/* With @var: its context made with that variable set to @value. */
+static bool srv_open_with(struct srv *v, uint32_t max_wr, const char *var,
+			  const char *value)
 {
 	struct rdmx_srq_attr a = { .mask = RDMX_SRQ_ATTR_MAX_WR,
 				   .max_wr = max_wr };
 	rdmx_status st;
 
 	memset(v, 0, sizeof(*v));
-	side_open(&v->s);
+	if (var)
+		side_open_with(&v->s, var, value);
+	else
+		side_open(&v->s);
 	a.cq = v->s.cq;
 	st = rdmx_srq_create(v->s.ctx, &a, &v->srq);
 	if (st == RDMX_ERR_UNSUPPORTED) {
@@ -55,12 +60,13 @@ static bool srv_open(struct srv *v, uint32_t max_wr)
 	return true;
 }
 
-#define SRV_OPEN(v, max_wr)                                                    \
+#define SRV_OPEN_WITH(v, max_wr, var, value)                                   \
 	do {                                                                   \
-		if (!srv_open(v, max_wr))                                      \
+		if (!srv_open_with(v, max_wr, var, value))                     \
 			suite_skip("%s has no shared receive queues",          \
 				   suite_transport());                         \
 	} while (0)
+#define SRV_OPEN(v, max_wr) SRV_OPEN_WITH(v, max_wr, NULL, NULL)
 
 static void *srv_accept(void *arg)
 {
@@ -248,6 +254,50 @@ static void test_srq_closed_conn_returns_credit(void **state)
 	v.conn[0] = NULL;
 	cli_send(&k, 1, 5, 0);
 	sent_to(&k, &v, 1);
+	cli_close(&k);
+	srv_close(&v);
+}
+
+/*
+ * SENDs the client saw complete were placed: their RECVs complete, also
+ * when the server closes the connection before anything polled them.
+ * Over verbs they wait in the NIC's cq until a poll, and close collected
+ * them only while requests of its own were outstanding: with no progress
+ * thread and nothing posted, they went with the QP, and the srq's RECVs
+ * with them (rdmx kv's server lost its request buffers so). The
+ * completions name the closed connection: compared, never asked.
+ */
+static void test_srq_recvs_done_before_close_complete(void **state)
+{
+	enum { N = 4 };
+	bool verbs = !strcmp(suite_transport(), "verbs");
+	struct rdmx_completion wc;
+	struct rdmx_conn *gone;
+	struct srv v;
+	struct cli k;
+	int got = 0;
+
+	(void)state;
+	/* The software transports place (and complete) before they ACK: a
+	 * thread of theirs must run for the client's SENDs to complete. */
+	SRV_OPEN_WITH(&v, 8, verbs ? "RDMX_PROGRESS_THREAD" : NULL, "off");
+	for (int i = 0; i < N; i++)
+		srv_post(&v, i);
+	cli_open(&k, &v, 1);
+	for (int i = 0; i < N; i++)
+		cli_send(&k, 0, i, i);
+	for (int i = 0; i < N; i++)
+		expect_wc(k.c.cq, RDMX_OK, RDMX_OP_SEND);
+	gone = v.conn[0];
+	rdmx_conn_close(gone);
+	v.conn[0] = NULL;
+	while (rdmx_poll(v.s.cq, &wc, 1) > 0) {
+		assert_ptr_equal(wc.conn, gone);
+		assert_int_equal(wc.status, RDMX_OK);
+		assert_int_equal(wc.opcode, RDMX_OP_RECV);
+		assert_int_equal(wc.wr_id, 100 + got++);
+	}
+	assert_int_equal(got, N);
 	cli_close(&k);
 	srv_close(&v);
 }
@@ -447,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_srq_send_waits_for_recv),
 		cmocka_unit_test(test_srq_idle_credit_revoked),
 		cmocka_unit_test(test_srq_closed_conn_returns_credit),
+		cmocka_unit_test(test_srq_recvs_done_before_close_complete),
 		cmocka_unit_test(test_srq_conn_check_sees_end),
 		cmocka_unit_test(test_srq_stream_many),
 		cmocka_unit_test(test_srq_write_imm),

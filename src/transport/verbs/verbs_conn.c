@@ -955,9 +955,13 @@ void rdmx_verbs_conn_close(struct rdmx_conn *conn)
 	/*
 	 * The NIC flushes everything posted; collect it for the cq. An
 	 * unsignaled request it already did has no completion to collect.
+	 * Polled once at least: RECVs of a srq that SENDs filled wait in
+	 * our cq, whatever we posted (with nothing of ours outstanding, they
+	 * went with it, and the srq's RECVs with them).
 	 */
-	while ((c->sq.signaled || c->rq.count) && rdmx_now_us() < deadline)
+	do
 		rdmx_verbs_poll_conn(c);
+	while ((c->sq.signaled || c->rq.count) && rdmx_now_us() < deadline);
 	rdmx_verbs_flush_sw(c);
 	pthread_mutex_unlock(&c->lock);
 	rdma_disconnect(c->id);
