@@ -383,6 +383,18 @@ static void kv_flush(struct kv_worker *w)
 	}
 }
 
+/*
+ * A batch of completions served: the store's lock let go, then every
+ * client's answers posted, then the lock let go again (answers that could
+ * not go gave their items back).
+ */
+static void kv_batch_end(struct kv_worker *w)
+{
+	kv_store_drop(w);
+	kv_flush(w);
+	kv_store_drop(w);
+}
+
 static void kv_send_answer(struct kv_worker *w, struct kv_work *op,
 			   uint8_t status, uint64_t len)
 {
@@ -836,9 +848,7 @@ static void kv_drain_gone(struct kv_worker *w, struct kv_client *cl,
 			else if (wc[i].status == RDMX_OK && !cl->rbuf)
 				kv_recv_back(w, (uint32_t)wc[i].wr_id);
 		}
-		kv_store_drop(w);
-		kv_flush(w);
-		kv_store_drop(w);
+		kv_batch_end(w);
 	}
 }
 
@@ -920,10 +930,7 @@ static void *kv_worker_run(void *arg)
 		kv_prefetch(w, wc, n);
 		for (int i = 0; i < n; i++)
 			kv_completion(w, &wc[i]);
-		kv_store_drop(w);
-		kv_flush(w);
-		/* Answers that could not go gave their items back. */
-		kv_store_drop(w);
+		kv_batch_end(w);
 		if (n > 0) {
 			worked = true;
 			continue;
@@ -984,9 +991,7 @@ static void kv_worker_close(struct kv_worker *w)
 				for (int i = 0; i < n; i++)
 					if (wc[i].opcode != RDMX_OP_RECV)
 						kv_done(w, &wc[i]);
-				kv_store_drop(w);
-				kv_flush(w); /* the clients closed: drops */
-				kv_store_drop(w);
+				kv_batch_end(w); /* clients closed: drops */
 			}
 			kv_client_reap(w);
 		}

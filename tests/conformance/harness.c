@@ -50,7 +50,13 @@ static void env_restore(const char *var, char *saved)
 
 void side_open_with(struct side *side, const char *var, const char *value)
 {
-	char *saved = env_set(var, value);
+	char *saved;
+
+	if (!var) {
+		side_open(side);
+		return;
+	}
+	saved = env_set(var, value);
 
 	side_open(side);
 	env_restore(var, saved);

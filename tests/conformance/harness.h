@@ -85,6 +85,7 @@ void pair_open(struct pair *p);
 /* The same with the environment variable @var set to @value while the
  * contexts read their configuration (RDMX_* overrides), then as it was. */
 void pair_open_with(struct pair *p, const char *var, const char *value);
+/* A side so; with @var NULL, as side_open. */
 void side_open_with(struct side *side, const char *var, const char *value);
 void pair_close(struct pair *p);
 

@@ -35,7 +35,8 @@ struct cli {
 	struct buf tx;
 };
 
-/* With @var: its context made with that variable set to @value. */
+/* With @var: its context made with that variable set to @value
+ * (side_open_with). */
 static bool srv_open_with(struct srv *v, uint32_t max_wr, const char *var,
 			  const char *value)
 {
@@ -44,10 +45,7 @@ static bool srv_open_with(struct srv *v, uint32_t max_wr, const char *var,
 	rdmx_status st;
 
 	memset(v, 0, sizeof(*v));
-	if (var)
-		side_open_with(&v->s, var, value);
-	else
-		side_open(&v->s);
+	side_open_with(&v->s, var, value);
 	a.cq = v->s.cq;
 	st = rdmx_srq_create(v->s.ctx, &a, &v->srq);
 	if (st == RDMX_ERR_UNSUPPORTED) {
