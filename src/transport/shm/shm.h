@@ -71,6 +71,8 @@ struct rdmx_shm_pipe {
 
 extern const struct rdmx_sw_pipe rdmx_shm_pipe;
 
+/* shm_conn.c: may this process use shm at all (see there)? */
+bool rdmx_shm_usable(struct rdmx_ctx *ctx, int fd);
 /* shm_conn.c: set up both rings over the control socket. */
 rdmx_status rdmx_shm_pipe_setup(struct rdmx_ctx *ctx, int ctl, bool accepting,
 				uint64_t deadline,

@@ -36,6 +36,33 @@ static int rdmx_shm_pidfd_open(pid_t pid)
 }
 
 /*
+ * shm names its peer by a pidfd (Linux 5.3): without one, a copy to the
+ * peer's pid could reach a process that took a dead peer's pid. Where
+ * the kernel refuses pidfd_open (an older one, a seccomp filter, or
+ * valgrind 3.19, which does not know the call), this process offers no
+ * shm, so that peers on this host agree on tcp; said once per process.
+ * Asked at each handshake, not remembered: a child may install a filter
+ * its parent had not.
+ */
+bool rdmx_shm_usable(struct rdmx_ctx *ctx, int fd)
+{
+	static atomic_int said; /* the pid that said why */
+	int pfd = rdmx_shm_pidfd_open(getpid());
+
+	(void)ctx;
+	(void)fd;
+	if (pfd >= 0) {
+		close(pfd);
+		return true;
+	}
+	if (atomic_exchange(&said, (int)getpid()) != (int)getpid())
+		rdmx_warn("shm: pidfd_open: %m (Linux 5.3 has it; a seccomp "
+			  "filter or valgrind may refuse it): this process "
+			  "offers no shm, and its peers on this host use tcp");
+	return false;
+}
+
+/*
  * Rings are mapped populated, on both sides: a ring page's first touch
  * was a page fault at each end (allocating it at the first), so the
  * first lap of a ring cost a fault per 64 small messages. The first
@@ -309,6 +336,11 @@ static rdmx_status rdmx_shm_peer(struct rdmx_shm_pipe *p, int ufd)
 	}
 	p->peer_pid = cred.pid;
 	p->pidfd = rdmx_shm_pidfd_open(cred.pid);
+	if (p->pidfd < 0 && errno != ESRCH) {
+		rdmx_error("shm: pidfd_open of the peer process %d: %m",
+			   (int)cred.pid);
+		return RDMX_ERR_SYSTEM;
+	}
 	if (p->pidfd < 0 ||
 	    (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP)))) {
 		rdmx_error("shm: the peer process %d is gone", (int)cred.pid);

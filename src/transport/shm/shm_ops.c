@@ -41,6 +41,7 @@ const struct rdmx_transport_ops rdmx_shm_ops = {
 	.caps = RDMX_CAP_SEND | RDMX_CAP_WRITE | RDMX_CAP_WRITE_IMM |
 		RDMX_CAP_READ | RDMX_CAP_ATOMIC | RDMX_CAP_SAME_HOST,
 	.open = rdmx_shm_open,
+	.usable = rdmx_shm_usable,
 	.close = rdmx_sw_close,
 	.conn_create = rdmx_shm_conn_create,
 	.conn_start = rdmx_sw_conn_start,
