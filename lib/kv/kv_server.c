@@ -48,6 +48,10 @@ struct kv_client {
 	 * takes the client in (accepted, handed over under the lock). */
 	struct rdmx_conn *conn;
 	struct rdmx_conn *accepted;
+	/* The worker's: it took the client in. Until then the accepter may
+	 * still write `accepted`, so a client closed before (its first
+	 * request was bad) is not freed, nor its closed conn taken back. */
+	bool taken;
 	struct rdmx_remote buf; /* the client's buffer, after HELLO */
 	bool hello, closed;
 	uint8_t *rbuf; /* KV_CONN_RECVS x KV_MSG, without a srq */
@@ -216,8 +220,11 @@ static void kv_client_take(struct kv_worker *w)
 	pthread_mutex_lock(&w->lock);
 	cl = w->incoming;
 	w->incoming = NULL;
-	for (struct kv_client *c = cl; c; c = c->next_incoming)
-		c->conn = c->accepted;
+	for (struct kv_client *c = cl; c; c = c->next_incoming) {
+		if (!c->closed)
+			c->conn = c->accepted;
+		c->taken = true;
+	}
 	pthread_mutex_unlock(&w->lock);
 	while (cl) {
 		struct kv_client *next = cl->next_incoming;
@@ -867,6 +874,10 @@ static void kv_client_reap(struct kv_worker *w)
 			pp = &cl->next_closing;
 			continue;
 		}
+		if (!cl->taken) { /* the accepter has yet to let go of it */
+			pp = &cl->next_closing;
+			continue;
+		}
 		*pp = cl->next_closing;
 		rdmx_mr_dereg(cl->rmr);
 		free(cl->rbuf);
@@ -1153,12 +1164,15 @@ rdmx_status rdmx_kv_server_create(struct rdmx_ctx *ctx, const char *addr,
 			goto err;
 		}
 		srv->w[i].started = true;
+		pthread_setname_np(srv->w[i].thread, "rdmx-kv-worker");
 	}
 	if (pthread_create(&srv->accepter, NULL, kv_accepter, srv)) {
 		st = RDMX_ERR_SYSTEM;
 		goto err;
 	}
 	srv->accepting = true;
+	/* Named, as the progress threads are, for top -H and perf. */
+	pthread_setname_np(srv->accepter, "rdmx-kv-accept");
 	*srv_p = srv;
 	return RDMX_OK;
 err:
