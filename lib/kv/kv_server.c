@@ -48,6 +48,9 @@ struct kv_client {
 	 * takes the client in (accepted, handed over under the lock). */
 	struct rdmx_conn *conn;
 	struct rdmx_conn *accepted;
+	/* The accepter could not post its own RECVs (handed over under the
+	 * lock): its worker ends it on taking it in. */
+	bool refused;
 	/* The worker's: it took the client in. Until then the accepter may
 	 * still write `accepted`, so a client closed before (its first
 	 * request was bad) is not freed, nor its closed conn taken back. */
@@ -229,7 +232,9 @@ static void kv_client_take(struct kv_worker *w)
 	while (cl) {
 		struct kv_client *next = cl->next_incoming;
 
-		if (cl->closed) { /* ended before it was taken in */
+		/* Ended before it was taken in, or to be ended now. */
+		if (cl->closed || cl->refused) {
+			kv_client_close(w, cl, NULL);
 			cl = next;
 			continue;
 		}
@@ -1027,10 +1032,11 @@ static void kv_worker_close(struct kv_worker *w)
 }
 
 static void kv_hand_over(struct kv_worker *w, struct kv_client *cl,
-			 struct rdmx_conn *conn)
+			 struct rdmx_conn *conn, bool refused)
 {
 	pthread_mutex_lock(&w->lock);
 	cl->accepted = conn;
+	cl->refused = refused;
 	cl->next_incoming = w->incoming;
 	w->incoming = cl;
 	pthread_mutex_unlock(&w->lock);
@@ -1068,6 +1074,7 @@ static void *kv_accepter(void *arg)
 		/* The client rides on the connection, so its first request
 		 * finds it even before the worker takes it in. */
 		struct rdmx_conn *conn;
+		bool refused = false;
 		struct rdmx_conn_attr ca = {
 			.mask = RDMX_CONN_ATTR_USER_CTX |
 				(w->srq ? RDMX_CONN_ATTR_SRQ : 0),
@@ -1087,12 +1094,22 @@ static void *kv_accepter(void *arg)
 
 			for (uint32_t i = 0; i < KV_CONN_RECVS && !st; i++)
 				st = kv_conn_recv_post(cl, conn, i);
-			if (st) { /* its worker never saw it: end it here */
-				rdmx_conn_close(conn);
-				continue;
-			}
+			/*
+			 * Its worker ends it: a request may already be in a
+			 * RECV posted before the failure, and names the
+			 * connection in the worker's cq, which only the
+			 * worker may take once it is closed (kv_client_reap).
+			 */
+			if (st)
+				kv_log(RDMX_LOG_WARN,
+				       "client refused: posting its %d RECVs: "
+				       "%s (each client needs "
+				       "conn.max_recv_wr %d or more)",
+				       KV_CONN_RECVS, rdmx_strerror(st),
+				       KV_CONN_RECVS);
+			refused = st != RDMX_OK;
 		}
-		kv_hand_over(w, cl, conn);
+		kv_hand_over(w, cl, conn, refused);
 		cl = NULL;
 		srv->next_worker = (srv->next_worker + 1) % srv->nworkers;
 	}

@@ -43,7 +43,10 @@ struct kvs {
 	char addr[80];
 };
 
-static void kvs_open_threads(struct kvs *k, uint64_t memory, uint32_t threads)
+/* A server whose context is created with @var set to @value (NULL: as
+ * is). */
+static void kvs_open_with(struct kvs *k, uint64_t memory, uint32_t threads,
+			  const char *var, const char *value)
 {
 	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_MEMORY |
 						 RDMX_KV_SERVER_ATTR_THREADS,
@@ -51,12 +54,17 @@ static void kvs_open_threads(struct kvs *k, uint64_t memory, uint32_t threads)
 					 .threads = threads };
 	char addr[80];
 
-	side_open(&k->s);
+	side_open_with(&k->s, var, value);
 	snprintf(addr, sizeof(addr), "%s:0", suite_addr());
 	assert_int_equal(rdmx_kv_server_create(k->s.ctx, addr, &a, &k->srv),
 			 RDMX_OK);
 	snprintf(k->addr, sizeof(k->addr), "%s:%d", suite_addr(),
 		 rdmx_kv_server_port(k->srv));
+}
+
+static void kvs_open_threads(struct kvs *k, uint64_t memory, uint32_t threads)
+{
+	kvs_open_with(k, memory, threads, NULL, NULL);
 }
 
 static void kvs_open(struct kvs *k, uint64_t memory)
@@ -610,6 +618,56 @@ static void test_kv_request_buffers_grow_with_clients(void **state)
 out:
 	for (int i = 0; i < CLIENTS; i++)
 		rdmx_kv_close(kc[i]);
+	side_close(&c);
+	kvs_close(&k);
+}
+
+/*
+ * Without a srq (siw), each client gets 65 RECVs of its own when it
+ * comes. A server whose connections take fewer refuses every client, and
+ * says why: the client gets an error (it used to be closed with nothing
+ * said, by the accepter, under the worker's feet).
+ */
+static void test_kv_client_without_room_for_its_recvs_refused(void **state)
+{
+	struct rdmx_kv_attr a = { .mask = RDMX_KV_ATTR_TIMEOUT_MS,
+				  .timeout_ms = 2000 };
+	struct rdmx_kv_client *kc = NULL;
+	struct rdmx_kv_server_stats st;
+	struct log_catch lc;
+	struct kvs k;
+	struct side c;
+	char log[4096];
+	rdmx_status ret;
+	double until;
+
+	(void)state;
+	/* Well under 65: a NIC may round a queue's depth up. */
+	kvs_open_with(&k, 16 << 20, 1, "RDMX_CONN_MAX_RECV_WR", "16");
+	if (request_buffers(&k)) {
+		kvs_close(&k);
+		suite_skip("a shared receive queue here: clients get no RECVs "
+			   "of their own");
+	}
+	side_open(&c);
+	log_catch_begin(&lc);
+	ret = rdmx_kv_connect(c.ctx, k.addr, &a, &kc);
+	until = now_s() + T_TIMEOUT_MS / 1000.0;
+	do {
+		rdmx_kv_server_stats(k.srv, &st);
+	} while ((st.clients_total < 1 || st.clients_open) && now_s() < until);
+	/* Its hello may have been served by a RECV posted before the
+	 * failure: then it is ended once its worker takes it in, and its
+	 * first request fails (not hangs). */
+	if (ret == RDMX_OK) {
+		ret = rdmx_kv_put(kc, "k", 1, "v", 1);
+		rdmx_kv_close(kc);
+	}
+	log_catch_end(&lc, log, sizeof(log));
+	assert_int_not_equal(ret, RDMX_OK);
+	assert_int_equal(st.clients_total, 1);
+	assert_int_equal(st.clients_open, 0);
+	assert_non_null(strstr(log, "posting its 65 RECVs"));
 	side_close(&c);
 	kvs_close(&k);
 }
@@ -1397,6 +1455,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_pool_full_evicts_lru),
 		cmocka_unit_test(test_kv_32_clients_in_parallel),
 		cmocka_unit_test(test_kv_request_buffers_grow_with_clients),
+		cmocka_unit_test(
+			test_kv_client_without_room_for_its_recvs_refused),
 		cmocka_unit_test(test_kv_get_racing_put_never_torn),
 		cmocka_unit_test(test_kv_async_pipeline),
 		cmocka_unit_test(test_kv_batch_gets_see_writes_before_them),
