@@ -52,8 +52,9 @@ struct kv_client {
 	 * lock): its worker ends it on taking it in. */
 	bool refused;
 	/* The worker's: it took the client in. Until then the accepter may
-	 * still write `accepted`, so a client closed before (its first
-	 * request was bad) is not freed, nor its closed conn taken back. */
+	 * still post the client's RECVs and write `accepted`, so a client
+	 * closed before (its first request was bad, or it went) keeps its
+	 * connection open and is not freed. */
 	bool taken;
 	struct rdmx_remote buf; /* the client's buffer, after HELLO */
 	bool hello, closed;
@@ -224,8 +225,7 @@ static void kv_client_take(struct kv_worker *w)
 	cl = w->incoming;
 	w->incoming = NULL;
 	for (struct kv_client *c = cl; c; c = c->next_incoming) {
-		if (!c->closed)
-			c->conn = c->accepted;
+		c->conn = c->accepted;
 		c->taken = true;
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -870,16 +870,16 @@ static void kv_client_reap(struct kv_worker *w)
 	for (struct kv_client **pp = &w->closing; *pp;) {
 		struct kv_client *cl = *pp;
 
+		if (!cl->taken) { /* the accepter has yet to let go of it */
+			pp = &cl->next_closing;
+			continue;
+		}
 		if (cl->conn) {
 			struct rdmx_conn *gone = cl->conn;
 
 			rdmx_conn_close(gone); /* flushes into the cq */
 			cl->conn = NULL;
 			kv_drain_gone(w, cl, gone);
-			pp = &cl->next_closing;
-			continue;
-		}
-		if (!cl->taken) { /* the accepter has yet to let go of it */
 			pp = &cl->next_closing;
 			continue;
 		}

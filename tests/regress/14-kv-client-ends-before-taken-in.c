@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Description: a kv client whose first request is malformed ends before
- * its worker took it in, while the accepter is slow to hand it over: the
- * worker frees it only once handed over, and does not take back the
- * connection it closed. It used to free the client under the hand-over,
- * or close the freed connection again (ASan: heap-use-after-free).
+ * Description: a kv client that ends before its worker took it in (its
+ * first request malformed), while the accepter is slow to hand it over,
+ * or still posting the client's own RECVs (without a srq, as on siw):
+ * the worker closes its connection and frees it only once handed over.
+ * It used to free the client under the hand-over, or close the freed
+ * connection again (ASan: heap-use-after-free), or close the connection
+ * the accepter was posting to (a crash, seen on siw).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -26,7 +28,7 @@
  */
 static int (*real_lock)(pthread_mutex_t *);
 static _Atomic(pthread_mutex_t *) handover;
-static atomic_bool slow;
+static atomic_bool slow, no_srq, slow_posts;
 static pthread_mutex_t *seen[8]; /* the worker thread's only */
 static int seen_n[8];
 
@@ -47,6 +49,53 @@ static void worker_locks(pthread_mutex_t *m)
 			return;
 		}
 	}
+}
+
+static bool thread_is(const char *want)
+{
+	char name[16];
+
+	return !pthread_getname_np(pthread_self(), name, sizeof(name)) &&
+	       !strcmp(name, want);
+}
+
+/*
+ * Linked with --wrap: with no_srq the server finds no srq, as on siw, and
+ * its accepter posts each client's own RECVs; with slow_posts it waits
+ * 300 ms after the first.
+ */
+rdmx_status __real_rdmx_srq_create(struct rdmx_ctx *ctx,
+				   const struct rdmx_srq_attr *attr,
+				   struct rdmx_srq **srq_p);
+rdmx_status __wrap_rdmx_srq_create(struct rdmx_ctx *ctx,
+				   const struct rdmx_srq_attr *attr,
+				   struct rdmx_srq **srq_p);
+rdmx_status __real_rdmx_post_recv(struct rdmx_conn *conn,
+				  const struct rdmx_sge *sg, int num_sge,
+				  uint64_t wr_id);
+rdmx_status __wrap_rdmx_post_recv(struct rdmx_conn *conn,
+				  const struct rdmx_sge *sg, int num_sge,
+				  uint64_t wr_id);
+
+rdmx_status __wrap_rdmx_srq_create(struct rdmx_ctx *ctx,
+				   const struct rdmx_srq_attr *attr,
+				   struct rdmx_srq **srq_p)
+{
+	if (atomic_load(&no_srq))
+		return RDMX_ERR_UNSUPPORTED;
+	return __real_rdmx_srq_create(ctx, attr, srq_p);
+}
+
+rdmx_status __wrap_rdmx_post_recv(struct rdmx_conn *conn,
+				  const struct rdmx_sge *sg, int num_sge,
+				  uint64_t wr_id)
+{
+	rdmx_status st = __real_rdmx_post_recv(conn, sg, num_sge, wr_id);
+
+	if (atomic_load(&slow_posts) && wr_id == 0 &&
+	    thread_is("rdmx-kv-accept"))
+		usleep(300000);
+	return st;
 }
 
 int pthread_mutex_lock(pthread_mutex_t *m)
@@ -71,7 +120,7 @@ static struct rdmx_kv_server_stats stats_of(struct rdmx_kv_server *srv)
 	return st;
 }
 
-static void test_kv_client_ends_before_taken_in(void **state)
+static void client_ends_before_taken_in(atomic_bool *slow_part)
 {
 	struct rdmx_kv_server_attr a = { .mask = RDMX_KV_SERVER_ATTR_MEMORY |
 						 RDMX_KV_SERVER_ATTR_THREADS,
@@ -89,7 +138,6 @@ static void test_kv_client_ends_before_taken_in(void **state)
 	double until;
 	int port;
 
-	(void)state;
 	side_open(&s);
 	side_open(&c);
 	assert_int_equal(rdmx_kv_server_create(s.ctx, "127.0.0.1:0", &a, &srv),
@@ -100,26 +148,24 @@ static void test_kv_client_ends_before_taken_in(void **state)
 		usleep(1000);
 	assert_non_null(atomic_load(&handover));
 	/* A client whose first request is no request at all. */
-	atomic_store(&slow, true);
+	atomic_store(slow_part, true);
 	conn = side_connect(&c, port);
 	buf_alloc(&c, &b, 8, RDMX_ACCESS_LOCAL_WRITE);
 	memset(b.p, 0xff, 8);
 	assert_int_equal(rdmx_post_send(conn,
 					&(struct rdmx_sge){ b.p, 8, b.mr }, 1),
 			 RDMX_OK);
-	/* Ended by the worker before the accepter has let go of it. */
+	/* Ended by the worker (a few ms), whose idle turns go on, while
+	 * the accepter has yet to let go of it. */
+	usleep(150000);
+	assert_int_equal(stats_of(srv).clients_total, 0);
+	/* Then the hand-over, the take, and the end of its connection. */
 	until = now_s() + T_TIMEOUT_MS / 1000.0;
 	while (rdmx_conn_check(conn) == RDMX_OK && now_s() < until)
 		usleep(1000);
 	assert_int_not_equal(rdmx_conn_check(conn), RDMX_OK);
-	assert_int_equal(stats_of(srv).clients_total, 0);
-	/* Its worker reaps meanwhile; then the hand-over, and the take. */
-	usleep(100000);
-	until = now_s() + T_TIMEOUT_MS / 1000.0;
-	while (stats_of(srv).clients_total < 1 && now_s() < until)
-		usleep(1000);
 	assert_int_equal(stats_of(srv).clients_total, 1);
-	atomic_store(&slow, false);
+	atomic_store(slow_part, false);
 	rdmx_conn_close(conn);
 	while (rdmx_poll(c.cq, &(struct rdmx_completion){ 0 }, 1) > 0)
 		;
@@ -140,6 +186,22 @@ static void test_kv_client_ends_before_taken_in(void **state)
 	side_close(&c);
 	side_close(&s);
 }
+
+/* Over a srq: the hand-over is slow. */
+static void test_kv_client_ends_before_taken_in(void **state)
+{
+	(void)state;
+	client_ends_before_taken_in(&slow);
+}
+
+/* RECVs of its own: their posting is slow. */
+static void test_kv_client_ends_while_its_recvs_are_posted(void **state)
+{
+	(void)state;
+	atomic_store(&no_srq, true);
+	client_ends_before_taken_in(&slow_posts);
+	atomic_store(&no_srq, false);
+}
 #endif
 
 int main(void)
@@ -150,6 +212,8 @@ int main(void)
 #else
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kv_client_ends_before_taken_in),
+		cmocka_unit_test(
+			test_kv_client_ends_while_its_recvs_are_posted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
