@@ -280,6 +280,27 @@ static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
 	atomic_fetch_sub(&w->srv->clients_open, 1);
 }
 
+/*
+ * @cl's work failed with @st. A client that went, or whose connection we
+ * closed, ends without a word, as kv_client_check ends one: its posts
+ * and work fail with CONN_LOST or FLUSHED, which is no fault of its (the
+ * server used to say "its answers do not fit the send queue" for every
+ * client that closed with GETs in flight). Anything else it is told by
+ * @why and the status.
+ */
+static void kv_client_failed(struct kv_worker *w, struct kv_client *cl,
+			     rdmx_status st, const char *why)
+{
+	char msg[160];
+
+	if (st == RDMX_ERR_CONN_LOST || st == RDMX_ERR_FLUSHED) {
+		kv_client_close(w, cl, NULL);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%s (%s)", why, rdmx_strerror(st));
+	kv_client_close(w, cl, msg);
+}
+
 /* With a srq, a client's end completes nothing: look now and then. */
 static void kv_client_check(struct kv_worker *w)
 {
@@ -377,9 +398,9 @@ static void kv_flush_client(struct kv_worker *w, struct kv_client *cl)
 		}
 		cl->out_head = stop;
 		if (st && !cl->closed)
-			kv_client_close(w, cl,
-					"its answers do not fit the send "
-					"queue");
+			kv_client_failed(w, cl, st,
+					 "its answers do not fit the send "
+					 "queue");
 	}
 	cl->out_tail = NULL;
 }
@@ -539,6 +560,7 @@ static void kv_do_put(struct kv_worker *w, struct kv_work *op,
 	struct kv_store *s = w->srv->store;
 	uint64_t vlen = r->op == KV_OP_PUT ? r->a : r->b;
 	struct kv_item *it;
+	rdmx_status st;
 
 	if (r->op == KV_OP_PUT_READ &&
 	    (r->a > cl->buf.length || vlen > cl->buf.length - r->a ||
@@ -572,12 +594,14 @@ static void kv_do_put(struct kv_worker *w, struct kv_work *op,
 
 	op->kind = KV_PUT_READ;
 	op->item = it;
-	if (rdmx_post(cl->conn, &wr) != RDMX_OK) {
+	st = rdmx_post(cl->conn, &wr);
+	if (st != RDMX_OK) {
 		kv_store_lock(s);
 		kv_abandon(s, it);
 		kv_store_unlock(s);
 		op->item = NULL;
-		kv_client_close(w, cl, "its PUTs do not fit the send queue");
+		kv_client_failed(w, cl, st,
+				 "its PUTs do not fit the send queue");
 		kv_work_put(w, op);
 	}
 }
@@ -649,7 +673,8 @@ static void kv_done(struct kv_worker *w, const struct rdmx_completion *wc)
 		struct kv_client *cl =
 			(void *)(uintptr_t)(wc->wr_id & ~KV_TAG_WRITE);
 
-		kv_client_close(w, cl, "a WRITE into its buffer failed");
+		kv_client_failed(w, cl, wc->status,
+				 "a WRITE into its buffer failed");
 		return;
 	}
 	op = (void *)(uintptr_t)wc->wr_id;
@@ -666,7 +691,8 @@ static void kv_done(struct kv_worker *w, const struct rdmx_completion *wc)
 		kv_store_lock(s);
 		kv_abandon(s, it);
 		kv_store_unlock(s);
-		kv_client_close(w, op->cl, "the READ of its value failed");
+		kv_client_failed(w, op->cl, wc->status,
+				 "the READ of its value failed");
 		kv_work_put(w, op);
 		return;
 	}
@@ -1100,7 +1126,7 @@ static void *kv_accepter(void *arg)
 			 * connection in the worker's cq, which only the
 			 * worker may take once it is closed (kv_client_reap).
 			 */
-			if (st)
+			if (st && st != RDMX_ERR_CONN_LOST) /* else it went */
 				kv_log(RDMX_LOG_WARN,
 				       "client refused: posting its %d RECVs: "
 				       "%s (each client needs "

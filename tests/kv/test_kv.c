@@ -1302,6 +1302,58 @@ static void test_kv_answers_give_items_back(void **state)
 	kvs_close(&k);
 }
 
+/*
+ * Clients that close with GETs in flight went of their own accord: the
+ * server ends them without a word. It used to blame many of them ("its
+ * answers do not fit the send queue", "a WRITE into its buffer failed")
+ * for the posts their going made fail.
+ */
+static void test_kv_clients_gone_with_gets_in_flight_not_blamed(void **state)
+{
+	struct rdmx_kv_server_stats st;
+	struct rdmx_kv_client *kc;
+	struct log_catch lc;
+	struct kvs k;
+	struct side c;
+	static char log[1 << 16];
+	uint8_t in[4096];
+	double until;
+
+	(void)state;
+	kvs_open_threads(&k, 16 << 20, 1);
+	side_open(&c);
+	kc = client(&c, k.addr, 0);
+	val_fill(in, sizeof(in), 3, 3);
+	assert_int_equal(rdmx_kv_put(kc, "k", 1, in, sizeof(in)), RDMX_OK);
+	rdmx_kv_close(kc);
+	log_catch_begin(&lc);
+	for (int round = 0; round < 40; round++) {
+		kc = client(&c, k.addr, 0);
+		for (int i = 0; i < 16; i++)
+			assert_int_equal(rdmx_kv_post_get(kc, "k", 1,
+							  sizeof(in),
+							  (uint64_t)i),
+					 RDMX_OK);
+		rdmx_kv_flush(kc);
+		rdmx_kv_close(kc);
+	}
+	until = now_s() + T_TIMEOUT_MS / 1000.0;
+	do {
+		rdmx_kv_server_stats(k.srv, &st);
+	} while (st.clients_open && now_s() < until);
+	log_catch_end(&lc, log, sizeof(log));
+	assert_int_equal(st.clients_open, 0);
+	assert_int_equal(st.clients_total, 41);
+	assert_null(strstr(log, "client closed"));
+	/* And their GETs gave the value back. */
+	kc = client(&c, k.addr, 0);
+	assert_int_equal(rdmx_kv_del(kc, "k", 1), RDMX_OK);
+	rdmx_kv_close(kc);
+	assert_true(pool_empties(k.srv));
+	side_close(&c);
+	kvs_close(&k);
+}
+
 static void test_kv_server_killed_errors_not_hangs(void **state)
 {
 	int port = harness_free_port();
@@ -1465,6 +1517,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kv_first_posts_touch_no_new_page),
 		cmocka_unit_test(test_kv_store_free_once_served),
 		cmocka_unit_test(test_kv_answers_give_items_back),
+		cmocka_unit_test(
+			test_kv_clients_gone_with_gets_in_flight_not_blamed),
 		cmocka_unit_test(test_kv_server_killed_errors_not_hangs),
 		cmocka_unit_test(test_kv_aof_fsync_always_survives_kill9),
 	};
