@@ -232,8 +232,12 @@ static void kv_client_take(struct kv_worker *w)
 	while (cl) {
 		struct kv_client *next = cl->next_incoming;
 
-		/* Ended before it was taken in, or to be ended now. */
-		if (cl->closed || cl->refused) {
+		if (cl->closed) { /* ended before it was taken in */
+			atomic_fetch_sub(&w->srv->clients_open, 1);
+			cl = next;
+			continue;
+		}
+		if (cl->refused) {
 			kv_client_close(w, cl, NULL);
 			cl = next;
 			continue;
@@ -277,7 +281,10 @@ static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
 		}
 	cl->next_closing = w->closing;
 	w->closing = cl;
-	atomic_fetch_sub(&w->srv->clients_open, 1);
+	/* Counted from its hand-over: one not yet taken in is uncounted
+	 * at its take, never before (the count would wrap meanwhile). */
+	if (cl->taken)
+		atomic_fetch_sub(&w->srv->clients_open, 1);
 }
 
 /*
