@@ -35,31 +35,50 @@ static int refuse_pidfd_open(void)
 	return rc;
 }
 
+/*
+ * In a child: refuse pidfd_open, force @transport (NULL: auto), and
+ * connect to the server. The connect's status; its log in @log.
+ */
+static rdmx_status filtered_connect(const char *transport,
+				    struct rdmx_ctx **ctx_p,
+				    struct rdmx_cq **cq_p,
+				    struct rdmx_conn **conn_p, char *log,
+				    size_t size)
+{
+	struct rdmx_conn_attr attr = { 0 };
+	struct log_catch lc;
+	char addr[32];
+	rdmx_status st;
+
+	if (refuse_pidfd_open())
+		_exit(2);
+	if (transport)
+		setenv("RDMX_TRANSPORT", transport, 1);
+	log_catch_begin(&lc);
+	if (rdmx_ctx_create(NULL, ctx_p) || rdmx_cq_create(*ctx_p, cq_p))
+		_exit(3);
+	attr.cq = *cq_p;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", server_port);
+	st = rdmx_connect(*ctx_p, addr, &attr, 5000, conn_p);
+	log_catch_end(&lc, log, size);
+	return st;
+}
+
 /* A client whose kernel refuses pidfd_open: one SEND, over tcp. */
 static int client_auto(void *arg)
 {
 	struct rdmx_ctx *ctx;
 	struct rdmx_cq *cq;
-	struct rdmx_conn_attr attr = { 0 };
 	struct rdmx_conn *conn;
 	struct rdmx_conn_info info;
 	struct rdmx_completion wc;
 	struct rdmx_mr *mr;
 	static char msg[8] = "pidfd";
-	char addr[32], log[4096];
-	struct log_catch lc;
+	char log[4096];
 	rdmx_status st;
 
 	(void)arg;
-	if (refuse_pidfd_open())
-		return 2;
-	log_catch_begin(&lc);
-	if (rdmx_ctx_create(NULL, &ctx) || rdmx_cq_create(ctx, &cq))
-		return 3;
-	attr.cq = cq;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", server_port);
-	st = rdmx_connect(ctx, addr, &attr, 5000, &conn);
-	log_catch_end(&lc, log, sizeof(log));
+	st = filtered_connect(NULL, &ctx, &cq, &conn, log, sizeof(log));
 	if (st) {
 		fprintf(stderr, "client: connect: %s\n", rdmx_strerror(st));
 		return 4;
@@ -88,23 +107,12 @@ static int client_forced(void *arg)
 {
 	struct rdmx_ctx *ctx;
 	struct rdmx_cq *cq;
-	struct rdmx_conn_attr attr = { 0 };
 	struct rdmx_conn *conn;
-	char addr[32], log[4096];
-	struct log_catch lc;
+	char log[4096];
 	rdmx_status st;
 
 	(void)arg;
-	if (refuse_pidfd_open())
-		return 2;
-	setenv("RDMX_TRANSPORT", "shm", 1);
-	log_catch_begin(&lc);
-	if (rdmx_ctx_create(NULL, &ctx) || rdmx_cq_create(ctx, &cq))
-		return 3;
-	attr.cq = cq;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", server_port);
-	st = rdmx_connect(ctx, addr, &attr, 5000, &conn);
-	log_catch_end(&lc, log, sizeof(log));
+	st = filtered_connect("shm", &ctx, &cq, &conn, log, sizeof(log));
 	if (st != RDMX_ERR_NO_TRANSPORT || !strstr(log, "pidfd_open")) {
 		fprintf(stderr, "client: connect: %s, log '%s'\n",
 			rdmx_strerror(st), log);
