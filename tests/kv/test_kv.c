@@ -78,6 +78,22 @@ static void kvs_close(struct kvs *k)
 	side_close(&k->s);
 }
 
+/* The server's stats once it has had @total clients and has none open,
+ * or after T_TIMEOUT_MS; looked at each ms. */
+static struct rdmx_kv_server_stats clients_settled(struct kvs *k,
+						   uint64_t total)
+{
+	struct rdmx_kv_server_stats st;
+
+	for (int ms = 0; ms < T_TIMEOUT_MS; ms++) {
+		rdmx_kv_server_stats(k->srv, &st);
+		if (st.clients_total >= total && !st.clients_open)
+			break;
+		usleep(1000);
+	}
+	return st;
+}
+
 static struct rdmx_kv_client *client(struct side *s, const char *addr,
 				     uint64_t buffer)
 {
@@ -639,7 +655,6 @@ static void test_kv_client_without_room_for_its_recvs_refused(void **state)
 	struct side c;
 	char log[4096];
 	rdmx_status ret;
-	double until;
 
 	(void)state;
 	/* Well under 65: a NIC may round a queue's depth up. */
@@ -652,10 +667,7 @@ static void test_kv_client_without_room_for_its_recvs_refused(void **state)
 	side_open(&c);
 	log_catch_begin(&lc);
 	ret = rdmx_kv_connect(c.ctx, k.addr, &a, &kc);
-	until = now_s() + T_TIMEOUT_MS / 1000.0;
-	do {
-		rdmx_kv_server_stats(k.srv, &st);
-	} while ((st.clients_total < 1 || st.clients_open) && now_s() < until);
+	st = clients_settled(&k, 1);
 	/* Its hello may have been served by a RECV posted before the
 	 * failure: then it is ended once its worker takes it in, and its
 	 * first request fails (not hangs). */
@@ -1322,7 +1334,6 @@ static void test_kv_clients_gone_with_gets_in_flight_not_blamed(void **state)
 	struct side c;
 	static char log[1 << 16];
 	uint8_t in[4096];
-	double until;
 
 	(void)state;
 	kvs_open_threads(&k, 16 << 20, 1);
@@ -1348,10 +1359,7 @@ static void test_kv_clients_gone_with_gets_in_flight_not_blamed(void **state)
 			kc = NULL;
 		}
 	}
-	until = now_s() + T_TIMEOUT_MS / 1000.0;
-	do {
-		rdmx_kv_server_stats(k.srv, &st);
-	} while (st.clients_open && now_s() < until);
+	st = clients_settled(&k, 41);
 	log_catch_end(&lc, log, sizeof(log));
 	assert_int_equal(bad, RDMX_OK);
 	assert_int_equal(st.clients_open, 0);
