@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,16 +541,31 @@ void log_catch_end(struct log_catch *lc, char *log, size_t size)
 
 int harness_free_port(void)
 {
+	/* The kernel may pick a port twice (etcd's rig asks for six). */
+	static _Atomic int given[1024];
+	static _Atomic unsigned n_given;
 	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+	int port;
 
-	assert_true(fd >= 0);
-	inet_pton(AF_INET, suite_addr(), &a.sin_addr);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
+	for (int tries = 0;; tries++) {
+		socklen_t l = sizeof(a);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		bool seen = false;
+		unsigned n = atomic_load(&n_given);
+
+		assert_true(fd >= 0 && tries < 100);
+		a.sin_port = 0;
+		inet_pton(AF_INET, suite_addr(), &a.sin_addr);
+		assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+		port = ntohs(a.sin_port);
+		close(fd);
+		for (unsigned i = 0; i < n && i < 1024; i++)
+			seen |= atomic_load(&given[i]) == port;
+		if (!seen)
+			break;
+	}
+	atomic_store(&given[atomic_fetch_add(&n_given, 1) % 1024], port);
 	return port;
 }
 

@@ -160,7 +160,8 @@ void reap_ok(pid_t pid);
 
 /*
  * A port on suite_addr() that was free a moment ago (bound, read, closed),
- * for a server in a child process that the test must reach.
+ * for a server in a child process that the test must reach; never one
+ * this process was given before.
  */
 int harness_free_port(void);
 
