@@ -297,7 +297,13 @@ struct rdmx_completion {
 	enum rdmx_opcode opcode;
 	uint32_t byte_len; /* RECV: bytes received; RECV_IMM: bytes written */
 	uint32_t imm; /* RECV_IMM only: the immediate */
-	struct rdmx_conn *conn; /* compare only: may already be closed */
+	/*
+	 * Closed since? Still there to compare and to ask its user_ctx:
+	 * a closed connection's memory (and address) is not reused before
+	 * its cq has given out every completion naming it and is polled
+	 * again (by the one thread that polls it; rdmx_conn_close).
+	 */
+	struct rdmx_conn *conn;
 };
 
 /*
@@ -466,7 +472,10 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 /*
  * rdmx_conn_close - disconnect and free. Work still posted completes in the
  * cq with RDMX_ERR_FLUSHED before this returns; the peer's outstanding work
- * completes with RDMX_ERR_CONN_LOST. NULL is a no-op.
+ * completes with RDMX_ERR_CONN_LOST. NULL is a no-op. Completions already
+ * in the cq keep naming it: until they are all polled, and the cq polled
+ * once more, @conn's address goes to no other connection and
+ * rdmx_conn_user_ctx still answers for it (nothing else does).
  */
 void rdmx_conn_close(struct rdmx_conn *conn);
 

@@ -238,6 +238,13 @@ rdmx_status rdmx_connect(struct rdmx_ctx *ctx, const char *addr,
 	return rdmx_conn_start(conn, false, attr, step, conn_p);
 }
 
+void rdmx_conn_mem_put(struct rdmx_conn *conn)
+{
+	/* keep counts the holders beyond one: the last one sees 0. */
+	if (atomic_fetch_sub(&conn->keep, 1) == 0)
+		free(conn);
+}
+
 void rdmx_conn_close(struct rdmx_conn *conn)
 {
 	struct rdmx_ctx *ctx;
@@ -252,8 +259,10 @@ void rdmx_conn_close(struct rdmx_conn *conn)
 	srq = conn->srq;
 	lat = conn->lat;
 	rdmx_stats_conn(conn, -1);
+	atomic_fetch_add(&conn->keep, 1); /* the cq's, for rdmx_cq_closed */
 	conn->ops->conn_close(conn); /* its flush still uses lat */
 	rdmx_lat_destroy(lat);
+	rdmx_cq_closed(cq, conn);
 	rdmx_cq_attach(cq, -1);
 	if (srq)
 		atomic_fetch_sub(&srq->nconns, 1);

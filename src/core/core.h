@@ -332,8 +332,20 @@ struct rdmx_cq {
 	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;
 	atomic_uint polls; /* rdmx_poll's that found some; relaxed, racy */
+	/*
+	 * Closed connections (cq.c, "Closed connections"): closed, whose
+	 * completions may still be here; given_out, whose have all been
+	 * taken, freed at the next take. any_closed: either is nonempty.
+	 */
+	struct rdmx_conn *closed, *given_out;
+	atomic_bool any_closed;
 };
 
+/*
+ * A connection just closed, whose completions are all in @cq by now:
+ * its memory is kept until they have been taken and the cq polled again.
+ */
+void rdmx_cq_closed(struct rdmx_cq *cq, struct rdmx_conn *conn);
 /* Deliver one completion; call with no cq lock held (any thread). */
 void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc);
 /* A connection starts or stops delivering to @cq. */
@@ -375,7 +387,22 @@ struct rdmx_conn {
 	uint16_t peer_data_len;
 	int ctl_fd; /* the control socket, the transport's: core writes on it
 		       only before conn_start */
+	/*
+	 * A closed connection's memory outlives its close until its cq has
+	 * given out every completion naming it (cq.c, "Closed connections"):
+	 * keep counts the holders beside the transport, and the transport
+	 * frees with rdmx_conn_mem_put, never free.
+	 */
+	atomic_uint keep;
+	atomic_bool named; /* by a completion pushed to the cq (relaxed) */
+	struct rdmx_conn *next_closed; /* the cq's lists, under its lock */
 };
+
+/*
+ * The transport lets go of @conn's memory (its last use of it): freed
+ * here unless the cq still holds it, then when the cq lets go.
+ */
+void rdmx_conn_mem_put(struct rdmx_conn *conn);
 
 /*
  * A connection in two steps (conn.c), so that a listener's workers can do

@@ -117,6 +117,48 @@ err_free:
 	return RDMX_ERR_NOMEM;
 }
 
+/*
+ * Closed connections. A completion names its connection (wc.conn), and
+ * its taker compares that and asks rdmx_conn_user_ctx of it after the
+ * take, though the connection may have been closed meanwhile: the kv
+ * server closes a client whose requests are still queued. Freed at its
+ * close, the connection's memory went to the next one accepted, whose
+ * requests the server then took for the closed one's and dropped (a new
+ * client's hello, unanswered). So rdmx_conn_close leaves it here.
+ * Everything naming it was pushed before its close returned, so once a
+ * take leaves the cq empty, all of it has been given out; the take after
+ * that one, which the caller makes once done with its batch, frees it.
+ * A connection no completion ever named is freed at its close: a client
+ * that connects and closes in a loop, never polling, would otherwise
+ * grow without end (test_conn_churn_bounded). A cq never emptied keeps
+ * the others until it is; rdmx_cq_destroy frees the rest. Without closed
+ * connections, a take pays one relaxed load, a push one more.
+ */
+void rdmx_cq_closed(struct rdmx_cq *cq, struct rdmx_conn *conn)
+{
+	/* Its pushes came before, under its lock, which its close took. */
+	if (!atomic_load_explicit(&conn->named, memory_order_relaxed)) {
+		rdmx_conn_mem_put(conn);
+		return;
+	}
+	rdmx_spin_lock(&cq->lock);
+	conn->next_closed = cq->closed;
+	cq->closed = conn;
+	atomic_store_explicit(&cq->any_closed, true, memory_order_relaxed);
+	rdmx_spin_unlock(&cq->lock);
+}
+
+/* Let go of a list of closed connections; no cq lock held. */
+static void rdmx_cq_closed_free(struct rdmx_conn *list)
+{
+	while (list) {
+		struct rdmx_conn *next = list->next_closed;
+
+		rdmx_conn_mem_put(list);
+		list = next;
+	}
+}
+
 rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 {
 	if (!cq)
@@ -130,6 +172,8 @@ rdmx_status rdmx_cq_destroy(struct rdmx_cq *cq)
 		return RDMX_ERR_BUSY;
 	}
 	rdmx_spin_unlock(&cq->lock);
+	rdmx_cq_closed_free(cq->closed);
+	rdmx_cq_closed_free(cq->given_out);
 	rdmx_ctx_child(cq->ctx, &cq->ctx->ncqs, -1);
 	if (cq->wfd >= 0)
 		close(cq->wfd);
@@ -265,6 +309,10 @@ static bool rdmx_cq_lane_push(struct rdmx_cq *cq,
 void rdmx_cq_push(struct rdmx_cq *cq, const struct rdmx_completion *wc)
 {
 	rdmx_stats_completed(cq->ctx, wc);
+	if (wc->conn &&
+	    !atomic_load_explicit(&wc->conn->named, memory_order_relaxed))
+		atomic_store_explicit(&wc->conn->named, true,
+				      memory_order_relaxed);
 	if (rdmx_cq_lane_push(cq, wc))
 		return;
 	rdmx_spin_lock(&cq->lock);
@@ -314,19 +362,46 @@ static int rdmx_cq_lane_take(struct rdmx_cq *cq, struct rdmx_completion *wc,
 	return n;
 }
 
+/*
+ * A take's turn of the closed connections (lock held, after the take):
+ * those given out at an earlier take are handed back to be freed, and
+ * those closed before the cq was left empty have now been given out.
+ */
+static struct rdmx_conn *rdmx_cq_closed_turn(struct rdmx_cq *cq)
+{
+	struct rdmx_conn *done = cq->given_out;
+
+	cq->given_out = NULL;
+	/* After rdmx_cq_lane_take, a lane is ours or closed. */
+	if (!rdmx_cq_count(cq) &&
+	    !(rdmx_cq_owned_by_me(cq) && cq->lane_count)) {
+		cq->given_out = cq->closed;
+		cq->closed = NULL;
+	}
+	atomic_store_explicit(&cq->any_closed, cq->closed || cq->given_out,
+			      memory_order_relaxed);
+	return done;
+}
+
 static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 {
+	struct rdmx_conn *done = NULL;
 	uint64_t v;
 	int n = rdmx_cq_lane_take(cq, wc, max);
+	bool quick;
 
 	/*
 	 * From the lane, and the ring behind it empty: no lock. Nor when
 	 * both are empty and nobody waits on the fd (which would have to be
 	 * made unreadable): a spinner's empty poll took the lock for nothing.
+	 * Closed connections wait for the lock (rdmx_cq_closed_turn).
 	 */
-	if (n == max || (!rdmx_cq_count(cq) &&
-			 (n || !atomic_load_explicit(&cq->fd_exported,
-						     memory_order_relaxed))))
+	quick = n == max ||
+		(!rdmx_cq_count(cq) &&
+		 (n || !atomic_load_explicit(&cq->fd_exported,
+					     memory_order_relaxed)));
+	if (quick &&
+	    !atomic_load_explicit(&cq->any_closed, memory_order_relaxed))
 		return n;
 	rdmx_spin_lock(&cq->lock);
 	while (n < max && rdmx_cq_count(cq)) {
@@ -340,7 +415,10 @@ static int rdmx_cq_take(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 		    errno == EAGAIN)
 			cq->signaled = false;
 	}
+	if (cq->closed || cq->given_out)
+		done = rdmx_cq_closed_turn(cq);
 	rdmx_spin_unlock(&cq->lock);
+	rdmx_cq_closed_free(done);
 	return n;
 }
 

@@ -641,6 +641,87 @@ static const struct child children[] = {
 	{ NULL, NULL },
 };
 
+/* A connection of @c's to @lst, accepted by @s with @user_ctx. */
+static struct rdmx_conn *accept_marked(struct side *s, struct side *c,
+				       struct rdmx_listener *lst, int port,
+				       void *user_ctx,
+				       struct rdmx_conn **cconn_p)
+{
+	struct acc a = { .s = s, .lst = lst };
+
+	a.attr = (struct rdmx_conn_attr){ .mask = RDMX_CONN_ATTR_USER_CTX,
+					  .cq = s->cq,
+					  .user_ctx = user_ctx };
+	acc_start(&a);
+	*cconn_p = side_connect(c, port);
+	acc_join(&a);
+	assert_int_equal(a.st, RDMX_OK);
+	return a.conn;
+}
+
+/*
+ * A closed connection's completions still in the cq name it: until they
+ * have been polled and the cq polled again, its address goes to no
+ * connection made meanwhile, and rdmx_conn_user_ctx answers for it. The
+ * kv server closed a client whose requests were queued, accepted a new
+ * one at the freed address, and dropped its hello as the closed one's
+ * (under ASan: heap-use-after-free in rdmx_conn_user_ctx).
+ */
+static void test_conn_closed_named_until_polled(void **state)
+{
+	static int mark_old, mark_new[8];
+	struct rdmx_conn *old, *cold, *conn[8], *cconn[8];
+	struct rdmx_listener *lst;
+	struct rdmx_completion wc;
+	struct side s, c;
+	struct buf rb, sb;
+	struct rdmx_sge sg;
+	int port;
+
+	(void)state;
+	side_open(&s);
+	side_open(&c);
+	port = side_listen(&s, &lst);
+	old = accept_marked(&s, &c, lst, port, &mark_old, &cold);
+	buf_alloc(&s, &rb, 64, RDMX_ACCESS_LOCAL_WRITE);
+	buf_alloc(&c, &sb, 64, 0);
+	sg = sge_of(&rb, 0, 64);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(rdmx_post_recv(old, &sg, 1, (uint64_t)i),
+				 RDMX_OK);
+	rdmx_conn_close(old); /* four flushed RECVs wait in s.cq */
+	rdmx_conn_close(cold);
+	for (int i = 0; i < 8; i++) {
+		conn[i] = accept_marked(&s, &c, lst, port, &mark_new[i],
+					&cconn[i]);
+		assert_ptr_not_equal(conn[i], old);
+	}
+	for (int i = 0; i < 4; i++) {
+		wc = expect_wc(s.cq, RDMX_ERR_FLUSHED, RDMX_OP_RECV);
+		assert_ptr_equal(wc.conn, old);
+		assert_ptr_equal(rdmx_conn_user_ctx(wc.conn), &mark_old);
+		assert_int_equal(wc.wr_id, (uint64_t)i);
+	}
+	/* The new ones are themselves (and the old one is let go of). */
+	for (int i = 0; i < 8; i++) {
+		sg = sge_of(&rb, 0, 64);
+		assert_int_equal(rdmx_post_recv(conn[i], &sg, 1, 100), RDMX_OK);
+		sg = sge_of(&sb, 0, 64);
+		assert_int_equal(rdmx_post_send(cconn[i], &sg, 200), RDMX_OK);
+		expect_wc(c.cq, RDMX_OK, RDMX_OP_SEND);
+		wc = expect_wc(s.cq, RDMX_OK, RDMX_OP_RECV);
+		assert_ptr_equal(wc.conn, conn[i]);
+		assert_ptr_equal(rdmx_conn_user_ctx(wc.conn), &mark_new[i]);
+		rdmx_conn_close(cconn[i]);
+		rdmx_conn_close(conn[i]);
+	}
+	buf_free(&rb);
+	buf_free(&sb);
+	rdmx_listener_close(lst);
+	side_close(&s);
+	side_close(&c);
+}
+
 int main(int argc, char **argv)
 {
 	harness_children(argc, argv, children);
@@ -651,6 +732,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_conn_device_per_address),
 		cmocka_unit_test(test_conn_source_addr_per_connection),
 		cmocka_unit_test(test_conn_churn_bounded),
+		cmocka_unit_test(test_conn_closed_named_until_polled),
 	};
 
 	return cmocka_run_group_tests_name(suite_transport(), tests, NULL,

@@ -263,7 +263,8 @@ static void test_srq_closed_conn_returns_credit(void **state)
  * them only while requests of its own were outstanding: with no progress
  * thread and nothing posted, they went with the QP, and the srq's RECVs
  * with them (rdmx kv's server lost its request buffers so). The
- * completions name the closed connection: compared, never asked.
+ * completions name the closed connection, whose address stays theirs
+ * until they are polled (test_conns: closed_named_until_polled).
  */
 static void test_srq_recvs_done_before_close_complete(void **state)
 {

@@ -172,7 +172,7 @@ void rdmx_sw_conn_put(struct rdmx_sw_conn *c)
 	rdmx_sw_cache_free(&c->ops);
 	rdmx_sw_cache_free(&c->recvs);
 	rdmx_sw_cache_free(&c->srq_spent);
-	free(c);
+	rdmx_conn_mem_put(&c->base);
 }
 
 static int rdmx_sw_watch(struct rdmx_sw_conn *c, int op)

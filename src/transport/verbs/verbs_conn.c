@@ -745,7 +745,7 @@ static void rdmx_verbs_conn_free(struct rdmx_verbs_conn *c)
 	if (c->ctl >= 0)
 		close(c->ctl);
 	pthread_mutex_destroy(&c->lock);
-	free(c);
+	rdmx_conn_mem_put(&c->base);
 }
 
 /* Register the credit words: [0] the peer writes, [1] we write from. */
