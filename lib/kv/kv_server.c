@@ -843,14 +843,15 @@ static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 	}
 	/*
 	 * A flushed RECV: the srq's at its end, or a client's own after we
-	 * closed it (its conn is gone: do not ask it). A client that died
-	 * is found by kv_client_check.
+	 * closed it (its buffer goes with it). A client that died is found
+	 * by kv_client_check.
 	 */
 	if (wc->status != RDMX_OK)
 		return;
-	/* Open until the cq is empty (kv_client_reap): safe to ask. */
+	/* Safe to ask, closed or not (rdmx_conn_close); and cl is freed
+	 * only once the cq was empty after the close (kv_client_reap). */
 	cl = rdmx_conn_user_ctx(wc->conn);
-	if (cl && !cl->conn) /* before the accepter handed it over */
+	if (cl && !cl->taken && !cl->conn) /* before the hand-over */
 		cl->conn = wc->conn;
 	if (cl && cl->rbuf) {
 		if (!cl->closed) {
@@ -866,41 +867,6 @@ static void kv_completion(struct kv_worker *w, const struct rdmx_completion *wc)
 	kv_recv_back(w, (uint32_t)wc->wr_id);
 }
 
-/*
- * What closing @cl's connection @gone put in the cq, taken at once: its
- * work flushed, and over verbs requests that had arrived but were not
- * yet polled from the NIC, which close collects as it drains the QP.
- * Each names @gone, freed by then: compared, never asked (rdmx.h), so
- * they cannot go through kv_completion: asking read freed memory (the
- * likely cause of test_kv's one crash on rxe0 in the guest). The
- * completions of others that come meanwhile are served as usual, until
- * the cq is empty, as kv_worker_run serves them before it reaps or takes
- * clients in.
- * Known hazard: the accepter's rdmx_accept may give a new connection
- * @gone's address at any time, and a request of that client taken here
- * is then dropped as @gone's (a hello unanswered: the stop-53 note on
- * issue 14). The compare is only safe once rdmx keeps a closed
- * connection's memory until its cq has given out what names it.
- */
-static void kv_drain_gone(struct kv_worker *w, struct kv_client *cl,
-			  const struct rdmx_conn *gone)
-{
-	struct rdmx_completion wc[32];
-	int n;
-
-	while ((n = rdmx_poll(w->cq, wc, 32)) > 0) {
-		for (int i = 0; i < n; i++) {
-			if (wc[i].conn != gone)
-				kv_completion(w, &wc[i]);
-			else if (wc[i].opcode != RDMX_OP_RECV)
-				kv_done(w, &wc[i]);
-			else if (wc[i].status == RDMX_OK && !cl->rbuf)
-				kv_recv_back(w, (uint32_t)wc[i].wr_id);
-		}
-		kv_batch_end(w);
-	}
-}
-
 /* The cq is empty: free what was closed before, close what is closing. */
 static void kv_client_reap(struct kv_worker *w)
 {
@@ -912,11 +878,13 @@ static void kv_client_reap(struct kv_worker *w)
 			continue;
 		}
 		if (cl->conn) {
-			struct rdmx_conn *gone = cl->conn;
-
-			rdmx_conn_close(gone); /* flushes into the cq */
+			/*
+			 * Flushes into the cq, where what names the connection
+			 * is served as usual: rdmx keeps it until then
+			 * (rdmx_conn_close), and cl until the cq is empty.
+			 */
+			rdmx_conn_close(cl->conn);
 			cl->conn = NULL;
-			kv_drain_gone(w, cl, gone);
 			pp = &cl->next_closing;
 			continue;
 		}
