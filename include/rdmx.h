@@ -808,6 +808,16 @@ enum rdmx_log_level {
 void rdmx_log(enum rdmx_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * rdmx_log_peer - rdmx_log for a line a peer's doing causes (a refused
+ * handshake, a malformed request): at most 10 such lines a second in the
+ * process, so that a flood of failing or hostile peers cannot bury the
+ * log; the rest are counted, and how many went unsaid is told with the
+ * first line said after.
+ */
+void rdmx_log_peer(enum rdmx_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* Short lower-case names: "send", "remote_access", "tcp". */
 const char *rdmx_opcode_name(enum rdmx_opcode op);
 const char *rdmx_status_name(rdmx_status status);

@@ -86,11 +86,11 @@ static rdmx_status rdmx_hs_recv(struct rdmx_hs *hs, uint8_t type,
 		crypto_hash_sha256_update(&hs->transcript, buf,
 					  RDMX_HS_HDR_LEN + blen);
 	if (st == RDMX_ERR_TIMEOUT)
-		rdmx_error(
+		rdmx_peer_error(
 			"handshake with %s: no answer within %llu ms", hs->peer,
 			(unsigned long long)(hs->deadline - hs->start) / 1000);
 	else if (st == RDMX_ERR_PROTOCOL)
-		rdmx_error(
+		rdmx_peer_error(
 			"handshake with %s: malformed message (is it an rdmx "
 			"peer?)",
 			hs->peer);
@@ -175,48 +175,54 @@ static rdmx_status rdmx_hs_refused(const struct rdmx_hs *hs, uint16_t code,
 
 	switch (code) {
 	case RDMX_HS_BAD_VERSION:
-		rdmx_error("%s %s speaks another rdmx protocol version (this "
-			   "side: %d); upgrade one of them",
-			   who, hs->peer, RDMX_HS_VERSION);
+		rdmx_peer_error(
+			"%s %s speaks another rdmx protocol version (this "
+			"side: %d); upgrade one of them",
+			who, hs->peer, RDMX_HS_VERSION);
 		return RDMX_ERR_PROTOCOL;
 	case RDMX_HS_KEY_REQUIRED:
-		rdmx_error("%s: the server requires a pre-shared key and the "
-			   "client has none (set auth.key_file or "
-			   "RDMX_AUTH_KEY_FILE on the client)",
-			   hs->peer);
+		rdmx_peer_error(
+			"%s: the server requires a pre-shared key and the "
+			"client has none (set auth.key_file or "
+			"RDMX_AUTH_KEY_FILE on the client)",
+			hs->peer);
 		return RDMX_ERR_AUTH;
 	case RDMX_HS_KEY_UNEXPECTED:
-		rdmx_error("%s: the client has a pre-shared key and the server "
-			   "has none; refusing an unauthenticated connection "
-			   "(set auth.key_file on the server)",
-			   hs->peer);
+		rdmx_peer_error(
+			"%s: the client has a pre-shared key and the server "
+			"has none; refusing an unauthenticated connection "
+			"(set auth.key_file on the server)",
+			hs->peer);
 		return RDMX_ERR_AUTH;
 	case RDMX_HS_KEY_WRONG:
-		rdmx_error("%s %s failed authentication: the pre-shared keys "
-			   "differ",
-			   who, hs->peer);
+		rdmx_peer_error(
+			"%s %s failed authentication: the pre-shared keys "
+			"differ",
+			who, hs->peer);
 		return RDMX_ERR_AUTH;
 	case RDMX_HS_NO_TRANSPORT: {
 		char m[64], t[64];
 
 		rdmx_hs_names(hs->mine, m, sizeof(m));
 		rdmx_hs_names(hs->theirs, t, sizeof(t));
-		rdmx_error("%s: no transport both sides can use: this side "
-			   "offers %s, the peer %s (the transport setting, "
-			   "RDMX_TRANSPORT, or the connection's "
-			   "attr.transports)",
-			   hs->peer, m, t);
+		rdmx_peer_error(
+			"%s: no transport both sides can use: this side "
+			"offers %s, the peer %s (the transport setting, "
+			"RDMX_TRANSPORT, or the connection's "
+			"attr.transports)",
+			hs->peer, m, t);
 		return RDMX_ERR_NO_TRANSPORT;
 	}
 	case RDMX_HS_NOT_SAME_HOST:
-		rdmx_error("%s: the transports allowed need both processes on "
-			   "one host and network namespace, and these are not "
-			   "(unset RDMX_TRANSPORT, or use tcp)",
-			   hs->peer);
+		rdmx_peer_error(
+			"%s: the transports allowed need both processes on "
+			"one host and network namespace, and these are not "
+			"(unset RDMX_TRANSPORT, or use tcp)",
+			hs->peer);
 		return RDMX_ERR_NO_TRANSPORT;
 	}
-	rdmx_error("%s %s refused the handshake with unknown code %u", who,
-		   hs->peer, code);
+	rdmx_peer_error("%s %s refused the handshake with unknown code %u", who,
+			hs->peer, code);
 	return RDMX_ERR_PROTOCOL;
 }
 
@@ -294,9 +300,9 @@ rdmx_status rdmx_hs_server(struct rdmx_ctx *ctx, int fd, const char *peer,
 	if (!st)
 		st = rdmx_hs_recv(&hs, RDMX_HS_CONFIRM, &confirm);
 	if (st == RDMX_ERR_CONN_LOST)
-		rdmx_info("handshake with %s: the client gave up before "
-			  "confirming (its connect timed out?)",
-			  peer);
+		rdmx_peer_info("handshake with %s: the client gave up before "
+			       "confirming (its connect timed out?)",
+			       peer);
 	if (st)
 		return st;
 	rdmx_hs_reason(ctx, hello.transports, welcome.transports,
@@ -318,9 +324,10 @@ rdmx_status rdmx_hs_private_send(struct rdmx_ctx *ctx, int fd, const char *peer,
 		memcpy(msg.data, mine, len);
 	st = rdmx_hs_send(&hs, &msg);
 	if (st == RDMX_ERR_CONN_LOST)
-		rdmx_error("connection setup with %s: the peer closed before "
-			   "our private data went out",
-			   peer);
+		rdmx_peer_error(
+			"connection setup with %s: the peer closed before "
+			"our private data went out",
+			peer);
 	return st;
 }
 
@@ -335,9 +342,10 @@ rdmx_status rdmx_hs_private_recv(struct rdmx_ctx *ctx, int fd, const char *peer,
 	rdmx_hs_init(&hs, ctx, fd, peer, ~0ull, deadline);
 	st = rdmx_hs_recv(&hs, RDMX_HS_PRIVATE, &got);
 	if (st == RDMX_ERR_CONN_LOST)
-		rdmx_error("connection setup with %s: the peer closed before "
-			   "its private data",
-			   peer);
+		rdmx_peer_error(
+			"connection setup with %s: the peer closed before "
+			"its private data",
+			peer);
 	if (st)
 		return st;
 	memcpy(theirs, got.data, got.data_len);
@@ -375,9 +383,10 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 	if (welcome.transport >= RDMX_TRANSPORT_MAX ||
 	    !(hello.transports & (1ull << welcome.transport)) ||
 	    !rdmx_transport_by_id(welcome.transport)) {
-		rdmx_error("server %s chose transport %u, which this side did "
-			   "not offer",
-			   peer, welcome.transport);
+		rdmx_peer_error(
+			"server %s chose transport %u, which this side did "
+			"not offer",
+			peer, welcome.transport);
 		return RDMX_ERR_PROTOCOL;
 	}
 	if (ctx->auth_key_len)
@@ -390,9 +399,10 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 	if (st)
 		goto err_lost;
 	if (result.code) {
-		rdmx_error("server %s rejected this client's pre-shared key: "
-			   "the keys differ",
-			   peer);
+		rdmx_peer_error(
+			"server %s rejected this client's pre-shared key: "
+			"the keys differ",
+			peer);
 		return RDMX_ERR_AUTH;
 	}
 	/* Every byte both sides sent is under the server's proof. */
@@ -408,7 +418,7 @@ rdmx_status rdmx_hs_client(struct rdmx_ctx *ctx, int fd, const char *peer,
 
 err_lost:
 	if (st == RDMX_ERR_CONN_LOST)
-		rdmx_error(
+		rdmx_peer_error(
 			"handshake with %s: the server closed the connection "
 			"(it may have refused this client; see its log)",
 			peer);

@@ -58,7 +58,6 @@ struct rdmx_listener {
 	unsigned nslots; /* listen.max_pending */
 	unsigned working;
 	uint64_t seq;
-	uint64_t warned_us; /* refusals are logged at most once a second */
 };
 
 /* auth.allowed_peers lets @fd's peer in (an empty list lets all in). */
@@ -188,9 +187,10 @@ static void *rdmx_hs_worker(void *arg)
 			rdmx_deadline((int)lst->ctx->cfg.handshake_timeout_ms),
 			&p->conn);
 		if (st)
-			rdmx_warn("refused %s: its connection could not be set "
-				  "up (%s)",
-				  p->peer, rdmx_strerror(st));
+			rdmx_peer_warn(
+				"refused %s: its connection could not be set "
+				"up (%s)",
+				p->peer, rdmx_strerror(st));
 	}
 	pthread_mutex_lock(&lst->lock);
 	close(p->hold);
@@ -209,20 +209,6 @@ static void *rdmx_hs_worker(void *arg)
 }
 
 /*
- * A flood must not flood the log: say it at most once a second per
- * listener. Call with lock held.
- */
-static bool rdmx_listen_may_warn(struct rdmx_listener *lst)
-{
-	uint64_t now = rdmx_now_us();
-
-	if (lst->warned_us && now - lst->warned_us < 1000000)
-		return false;
-	lst->warned_us = now;
-	return true;
-}
-
-/*
  * A new peer: within the bounds, start its handshake and setup for the
  * admitting call's @attr; else close it. Call with lock held; takes @fd
  * either way.
@@ -238,12 +224,8 @@ static void rdmx_listen_admit(struct rdmx_listener *lst, int fd,
 
 	rdmx_sock_name(fd, true, peer, sizeof(peer));
 	if (!rdmx_listen_allowed(lst, fd)) {
-		if (rdmx_listen_may_warn(lst))
-			rdmx_warn(
-				"refused %s at once: not in auth.allowed_peers "
-				"(further refusals this second are not "
-				"logged)",
-				peer);
+		rdmx_peer_warn("refused %s at once: not in auth.allowed_peers",
+			       peer);
 		close(fd);
 		return;
 	}
@@ -260,14 +242,11 @@ static void rdmx_listen_admit(struct rdmx_listener *lst, int fd,
 			same++;
 	}
 	if (!p || same >= cfg->listen_max_pending_per_addr) {
-		if (rdmx_listen_may_warn(lst))
-			rdmx_warn("refused %s at once: %s pending handshakes "
-				  "(%s); further refusals this second are not "
-				  "logged",
-				  peer,
-				  !p ? "too many" : "too many of its address's",
-				  !p ? "listen.max_pending"
-				     : "listen.max_pending_per_addr");
+		rdmx_peer_warn("refused %s at once: %s pending handshakes (%s)",
+			       peer,
+			       !p ? "too many" : "too many of its address's",
+			       !p ? "listen.max_pending"
+				  : "listen.max_pending_per_addr");
 		close(fd);
 		return;
 	}
@@ -283,7 +262,7 @@ static void rdmx_listen_admit(struct rdmx_listener *lst, int fd,
 	memcpy(p->peer, peer, sizeof(p->peer));
 	memcpy(p->host, host, sizeof(p->host));
 	if (p->hold < 0) {
-		rdmx_warn("refused %s: dup: %m", peer);
+		rdmx_peer_warn("refused %s: dup: %m", peer);
 		p->state = RDMX_SLOT_FREE;
 		close(fd);
 		return;
@@ -336,10 +315,9 @@ static void rdmx_listen_take(struct rdmx_listener *lst,
 		}
 		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 			return;
-		if (rdmx_listen_may_warn(lst))
-			rdmx_warn("accept on port %d: %m; backing off, the "
-				  "peer stays queued",
-				  lst->port);
+		rdmx_peer_warn("accept on port %d: %m; backing off, the "
+			       "peer stays queued",
+			       lst->port);
 		pthread_mutex_unlock(&lst->lock);
 		nanosleep(&nap, NULL);
 		pthread_mutex_lock(&lst->lock);
@@ -380,9 +358,10 @@ rdmx_status rdmx_accept(struct rdmx_listener *lst,
 				conn_p);
 			if (st == RDMX_OK || st == RDMX_ERR_NOMEM)
 				return st;
-			rdmx_warn("refused %s: its connection could not be "
-				  "started (%s)",
-				  peer, rdmx_strerror(st));
+			rdmx_peer_warn(
+				"refused %s: its connection could not be "
+				"started (%s)",
+				peer, rdmx_strerror(st));
 			pthread_mutex_lock(&lst->lock);
 			continue;
 		}

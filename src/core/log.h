@@ -27,6 +27,10 @@ extern _Atomic int rdmx_log_level;
 #define rdmx_warn(...) rdmx_log_at(RDMX_LOG_WARN, __VA_ARGS__)
 #define rdmx_info(...) rdmx_log_at(RDMX_LOG_INFO, __VA_ARGS__)
 #define rdmx_debug(...) rdmx_log_at(RDMX_LOG_DEBUG, __VA_ARGS__)
+/* Lines a peer's doing causes, in moderation (rdmx_log_peer, log.c). */
+#define rdmx_peer_error(...) rdmx_log_peer(RDMX_LOG_ERROR, __VA_ARGS__)
+#define rdmx_peer_warn(...) rdmx_log_peer(RDMX_LOG_WARN, __VA_ARGS__)
+#define rdmx_peer_info(...) rdmx_log_peer(RDMX_LOG_INFO, __VA_ARGS__)
 
 /*
  * A public call refuses an argument: "@call: @why" in the log, as the

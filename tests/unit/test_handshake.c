@@ -464,6 +464,68 @@ static void test_listen_allowed_peers(void **state)
 	unsetenv("RDMX_AUTH_ALLOWED_PEERS");
 }
 
+/* How many times @what is in @log. */
+static int lines_with(const char *log, const char *what)
+{
+	int n = 0;
+
+	for (const char *p = log; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+/*
+ * A flood of peers that are not rdmx costs the server at most 10 lines a
+ * second (rdmx_log_peer), where each used to cost one: the next line
+ * said tells how many went unsaid, and a good peer still gets in.
+ */
+static void test_handshake_garbage_flood_said_in_moderation(void **state)
+{
+	struct side s = keyed(NULL), c = keyed(NULL);
+	struct acc a = { .s = &s, .timeout = 10000 };
+	static char log[1 << 16];
+	struct log_catch lc;
+	char addr[32];
+	const char *unsaid;
+	int fd, said, n = 0;
+	double t0;
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", side_listen(&s, &a.lst));
+	acc_start(&a);
+	usleep(1100 * 1000); /* a second of its own, whatever came before */
+	t0 = now_s();
+	log_catch_begin(&lc);
+	for (int i = 0; i < 60; i++) {
+		if (rdmx_sock_connect(addr, NULL, 1000, &fd))
+			continue;
+		n += write(fd, "GET / HTTP/1.0\r\n\r\n", 18) == 18;
+		close(fd);
+		usleep(2000);
+	}
+	usleep(300 * 1000); /* their handshakes end */
+	log_catch_end(&lc, log, sizeof(log));
+	said = lines_with(log, "rdmx: ");
+	/* 10 a second, in each second the flood touched (well under one
+	 * here; more under the sanitizers). */
+	assert_true(n == 60);
+	assert_true(said >= 1 && said <= 10 * ((int)(now_s() - t0) + 2));
+	/* A second on, the next one tells what went unsaid. */
+	usleep(1100 * 1000);
+	log_catch_begin(&lc);
+	assert_int_equal(rdmx_sock_connect(addr, NULL, 1000, &fd), RDMX_OK);
+	assert_int_equal(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	usleep(300 * 1000);
+	close(fd);
+	log_catch_end(&lc, log, sizeof(log));
+	unsaid = strstr(log, "rdmx: warn: ");
+	assert_non_null(unsaid);
+	assert_non_null(strstr(unsaid, " more lines about peers went unsaid"));
+	assert_true(atoi(unsaid + strlen("rdmx: warn: ")) >= 1);
+	assert_non_null(strstr(unsaid, "malformed message"));
+	real_client_served(&a, &c, &s, addr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -481,6 +543,10 @@ int main(void)
 					  cleanup),
 		cmocka_unit_test_teardown(
 			test_accept_needs_the_clients_confirmation, cleanup),
+		/* Last: the lines it leaves unsaid would be others' too. */
+		cmocka_unit_test_teardown(
+			test_handshake_garbage_flood_said_in_moderation,
+			cleanup),
 	};
 
 	return cmocka_run_group_tests_name("handshake", tests, NULL, NULL);

@@ -132,17 +132,18 @@ rdmx_status rdmx_shm_ring_check(int fd, uint64_t size)
 	int seals = fcntl(fd, F_GET_SEALS);
 
 	if (seals < 0) {
-		rdmx_error("shm: the peer's ring is not a memfd (%m); refusing "
-			   "it");
+		rdmx_peer_error(
+			"shm: the peer's ring is not a memfd (%m); refusing "
+			"it");
 		return RDMX_ERR_PROTOCOL;
 	}
 	if (!(seals & F_SEAL_SHRINK)) {
-		rdmx_error("shm: the peer's ring is not sealed against "
-			   "shrinking; refusing to map it");
+		rdmx_peer_error("shm: the peer's ring is not sealed against "
+				"shrinking; refusing to map it");
 		return RDMX_ERR_PROTOCOL;
 	}
 	if (fstat(fd, &st) || (uint64_t)st.st_size < RDMX_SHM_RING_HDR + size) {
-		rdmx_error(
+		rdmx_peer_error(
 			"shm: the peer's ring is smaller than the %llu bytes "
 			"it says",
 			(unsigned long long)size);
@@ -160,8 +161,8 @@ rdmx_status rdmx_shm_door_check(int fd)
 	n = readlink(path, target, sizeof(target) - 1);
 	if (n < 0 ||
 	    (target[n] = '\0', strcmp(target, "anon_inode:[eventfd]"))) {
-		rdmx_error("shm: the peer's doorbell is not an eventfd; "
-			   "refusing it");
+		rdmx_peer_error("shm: the peer's doorbell is not an eventfd; "
+				"refusing it");
 		return RDMX_ERR_PROTOCOL;
 	}
 	return RDMX_OK;
@@ -218,8 +219,9 @@ static rdmx_status rdmx_shm_meet_wait(int lfd, int ctl, uint64_t deadline)
 	if (rc <= 0)
 		return RDMX_ERR_TIMEOUT;
 	if (pfd[1].revents && !(pfd[0].revents & POLLIN)) {
-		rdmx_error("shm: the peer closed the connection while setting "
-			   "up (see its log)");
+		rdmx_peer_error(
+			"shm: the peer closed the connection while setting "
+			"up (see its log)");
 		return RDMX_ERR_CONN_LOST;
 	}
 	return RDMX_OK;
@@ -268,8 +270,9 @@ static rdmx_status rdmx_shm_meet_accept(int ctl, uint64_t deadline, int *ufd_p)
 			*ufd_p = fd;
 			break;
 		}
-		rdmx_warn("shm: a process without the token connected to the "
-			  "setup socket; ignored");
+		rdmx_peer_warn(
+			"shm: a process without the token connected to the "
+			"setup socket; ignored");
 		close(fd);
 	}
 	close(lfd);
@@ -290,13 +293,15 @@ static rdmx_status rdmx_shm_meet_connect(int ctl, uint64_t deadline, int *ufd_p)
 	if (rdmx_shm_offer_unpack(b, &o)) {
 		if (rdmx_get_be(b, 4) == RDMX_SHM_MAGIC &&
 		    rdmx_get_be(b + 4, 4) != RDMX_SHM_VERSION)
-			rdmx_error("shm: the peer's rings are version %u, ours "
-				   "%u: use one rdmx release on both sides, or "
-				   "transport tcp",
-				   (unsigned)rdmx_get_be(b + 4, 4),
-				   RDMX_SHM_VERSION);
+			rdmx_peer_error(
+				"shm: the peer's rings are version %u, ours "
+				"%u: use one rdmx release on both sides, or "
+				"transport tcp",
+				(unsigned)rdmx_get_be(b + 4, 4),
+				RDMX_SHM_VERSION);
 		else
-			rdmx_error("shm: malformed setup offer from the peer");
+			rdmx_peer_error(
+				"shm: malformed setup offer from the peer");
 		return RDMX_ERR_PROTOCOL;
 	}
 	fd = rdmx_shm_unix(o.name, false);
@@ -327,11 +332,11 @@ static rdmx_status rdmx_shm_peer(struct rdmx_shm_pipe *p, int ufd)
 		return RDMX_ERR_SYSTEM;
 	}
 	if (cred.uid != geteuid()) {
-		rdmx_error("shm: the peer process %d runs as uid %u, this one "
-			   "as uid %u: shm is only between processes of one "
-			   "user; refusing (RDMX_TRANSPORT=tcp avoids shm)",
-			   (int)cred.pid, (unsigned)cred.uid,
-			   (unsigned)geteuid());
+		rdmx_peer_error(
+			"shm: the peer process %d runs as uid %u, this one "
+			"as uid %u: shm is only between processes of one "
+			"user; refusing (RDMX_TRANSPORT=tcp avoids shm)",
+			(int)cred.pid, (unsigned)cred.uid, (unsigned)geteuid());
 		return RDMX_ERR_NO_TRANSPORT;
 	}
 	p->peer_pid = cred.pid;
@@ -343,7 +348,8 @@ static rdmx_status rdmx_shm_peer(struct rdmx_shm_pipe *p, int ufd)
 	}
 	if (p->pidfd < 0 ||
 	    (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP)))) {
-		rdmx_error("shm: the peer process %d is gone", (int)cred.pid);
+		rdmx_peer_error("shm: the peer process %d is gone",
+				(int)cred.pid);
 		return RDMX_ERR_CONN_LOST;
 	}
 	return RDMX_OK;
@@ -428,7 +434,7 @@ static rdmx_status rdmx_shm_hello_recv(int ufd, uint64_t deadline,
 					 deadline);
 	if (!st && (nfds != 2 || (msg.msg_flags & MSG_CTRUNC) ||
 		    rdmx_shm_hello_unpack(b, size_p))) {
-		rdmx_error("shm: malformed setup hello from the peer");
+		rdmx_peer_error("shm: malformed setup hello from the peer");
 		st = RDMX_ERR_PROTOCOL;
 	}
 	if (st)
@@ -445,8 +451,8 @@ static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p, uint64_t size,
 
 	p->peer_door = door;
 	if (size < 4096 || size > RDMX_SHM_MAX_RING || (size & (size - 1))) {
-		rdmx_error("shm: peer offers a ring of %llu bytes",
-			   (unsigned long long)size);
+		rdmx_peer_error("shm: peer offers a ring of %llu bytes",
+				(unsigned long long)size);
 		st = RDMX_ERR_PROTOCOL;
 	}
 	if (!st)
@@ -466,7 +472,8 @@ static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p, uint64_t size,
 	p->tx_size = size;
 	p->tx_data = (uint8_t *)p->tx + RDMX_SHM_RING_HDR;
 	if (p->tx->magic != RDMX_SHM_MAGIC || p->tx->size != size) {
-		rdmx_error("shm: the peer's ring header is not an rdmx ring");
+		rdmx_peer_error(
+			"shm: the peer's ring header is not an rdmx ring");
 		return RDMX_ERR_PROTOCOL;
 	}
 	p->tx_tail = atomic_load(&p->tx->tail);

@@ -84,10 +84,11 @@ void rdmx_shm_copy_wait(struct rdmx_shm_pipe *p, const char *peer,
 		rdmx_membarrier();
 	while (atomic_load(&p->tx->cma_busy) && poll(&pfd, 1, 0) == 0) {
 		if (rdmx_now_us() > until) {
-			rdmx_warn("shm connection to %s: the peer still copies "
-				  "to or from this process's memory %d ms "
-				  "after %s; giving up on it",
-				  peer, RDMX_SHM_COPY_WAIT_US / 1000, what);
+			rdmx_peer_warn(
+				"shm connection to %s: the peer still copies "
+				"to or from this process's memory %d ms "
+				"after %s; giving up on it",
+				peer, RDMX_SHM_COPY_WAIT_US / 1000, what);
 			return;
 		}
 		sched_yield();

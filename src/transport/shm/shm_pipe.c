@@ -98,10 +98,11 @@ static bool rdmx_shm_wild(struct rdmx_sw_conn *c, uint64_t used, uint64_t size)
 {
 	if (used <= size)
 		return false;
-	rdmx_error("shm connection to %s: the peer wrote an impossible ring "
-		   "index (%llu bytes in use of %llu); closing it",
-		   c->base.info.peer_addr, (unsigned long long)used,
-		   (unsigned long long)size);
+	rdmx_peer_error(
+		"shm connection to %s: the peer wrote an impossible ring "
+		"index (%llu bytes in use of %llu); closing it",
+		c->base.info.peer_addr, (unsigned long long)used,
+		(unsigned long long)size);
 	return true;
 }
 

@@ -26,10 +26,10 @@
 
 static void rdmx_sw_proto_fail(struct rdmx_sw_conn *c, const char *what)
 {
-	rdmx_error("%s connection to %s: %s (frame type %u seq %llu); "
-		   "closing it",
-		   c->base.ops->name, c->base.info.peer_addr, what,
-		   c->rx_h.type, (unsigned long long)c->rx_h.seq);
+	rdmx_peer_error("%s connection to %s: %s (frame type %u seq %llu); "
+			"closing it",
+			c->base.ops->name, c->base.info.peer_addr, what,
+			c->rx_h.type, (unsigned long long)c->rx_h.seq);
 	rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
 }
 
@@ -144,10 +144,10 @@ static void rdmx_sw_nak(struct rdmx_sw_conn *c, uint64_t seq, uint8_t code,
 		return;
 	}
 	rdmx_stats_refused(c->base.ctx, true, why);
-	rdmx_warn("%s connection to %s: %u one-sided requests refused "
-		  "(conn.max_access_errors %llu); cutting the peer off",
-		  c->base.ops->name, c->base.info.peer_addr, c->access_errors,
-		  (unsigned long long)max);
+	rdmx_peer_warn("%s connection to %s: %u one-sided requests refused "
+		       "(conn.max_access_errors %llu); cutting the peer off",
+		       c->base.ops->name, c->base.info.peer_addr,
+		       c->access_errors, (unsigned long long)max);
 	/* Nothing the peer does after it hears the NAK may land. */
 	if (c->tctx->tp->pipe->seal)
 		c->tctx->tp->pipe->seal(c);

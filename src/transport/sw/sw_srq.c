@@ -316,10 +316,11 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 	uint64_t on_way, level, want;
 
 	if (!s) {
-		rdmx_error("%s connection to %s: credit %s for a connection "
-			   "without a srq; ignored",
-			   c->base.ops->name, c->base.info.peer_addr,
-			   h->op == RDMX_SW_CREDIT_ASK ? "request" : "return");
+		rdmx_peer_error(
+			"%s connection to %s: credit %s for a connection "
+			"without a srq; ignored",
+			c->base.ops->name, c->base.info.peer_addr,
+			h->op == RDMX_SW_CREDIT_ASK ? "request" : "return");
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -359,10 +360,11 @@ void rdmx_sw_srq_credit(struct rdmx_sw_conn *c, const struct rdmx_sw_hdr *h)
 	} else if (h->arg0 > c->srq_held - c->srq_pending) {
 		pthread_mutex_unlock(&s->lock);
 		rdmx_sw_conn_fail(c, RDMX_ERR_CONN_LOST);
-		rdmx_error("%s connection to %s returned %llu credits it did "
-			   "not hold; closed",
-			   c->base.ops->name, c->base.info.peer_addr,
-			   (unsigned long long)h->arg0);
+		rdmx_peer_error(
+			"%s connection to %s returned %llu credits it did "
+			"not hold; closed",
+			c->base.ops->name, c->base.info.peer_addr,
+			(unsigned long long)h->arg0);
 		return;
 	} else {
 		rdmx_sw_srq_tally(s, c, -1);
