@@ -12,6 +12,8 @@
 #include "rdmx_kv.h"
 
 #define kv_log(level, ...) rdmx_log(level, "kv: " __VA_ARGS__)
+/* A line a client's doing causes: in moderation (rdmx_log_peer). */
+#define kv_log_peer(level, ...) rdmx_log_peer(level, "kv: " __VA_ARGS__)
 
 struct kv_item {
 	struct kv_item *hnext, *lprev, *lnext;

@@ -268,11 +268,18 @@ static void kv_client_take(struct kv_worker *w)
 static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
 			    const char *why)
 {
+	struct rdmx_conn_info info = { .peer_addr = "" };
+
 	if (cl->closed)
 		return;
 	kv_store_drop(w);
+	/* Set by then: by its first request, or at its take. */
+	if (why && cl->conn)
+		rdmx_conn_info(cl->conn, &info);
 	if (why)
-		kv_log(RDMX_LOG_WARN, "client closed: %s", why);
+		kv_log_peer(RDMX_LOG_WARN, "client %s closed: %s",
+			    info.peer_addr[0] ? info.peer_addr : "(unknown)",
+			    why);
 	cl->closed = true;
 	for (uint32_t i = 0; i < w->nclients; i++)
 		if (w->clients[i] == cl) {

@@ -18,6 +18,8 @@
 
 #define PAGE_SIZE_BYTES 4096u
 #define page_log(level, ...) rdmx_log(level, "page: " __VA_ARGS__)
+/* A line a client's doing causes: in moderation (rdmx_log_peer). */
+#define page_log_peer(level, ...) rdmx_log_peer(level, "page: " __VA_ARGS__)
 
 /* One connection to a memory server and a registered staging area. */
 struct page_link {

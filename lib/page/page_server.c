@@ -190,8 +190,8 @@ static void page_refusal_log(const struct page_client *cl, uint32_t len)
 
 	rdmx_conn_info(cl->conn, &info);
 	page_lookup_explain(cl->msg, len, why, sizeof(why));
-	page_log(RDMX_LOG_WARN, "lookup from %s refused: %s", info.peer_addr,
-		 why);
+	page_log_peer(RDMX_LOG_WARN, "lookup from %s refused: %s",
+		      info.peer_addr, why);
 }
 
 /* Answer one lookup of @cl; @len bytes arrived. Under srv->lock. */

@@ -1375,6 +1375,69 @@ static void test_kv_clients_gone_with_gets_in_flight_not_blamed(void **state)
 	kvs_close(&k);
 }
 
+/*
+ * Clients whose first message is garbage are each closed, and said in
+ * moderation: by address, at most 10 lines a second in the process
+ * (rdmx_log_peer), where each cost a line (~100 a second in a chaos run,
+ * none naming the client). The server serves on.
+ */
+static void test_kv_garbage_clients_said_in_moderation(void **state)
+{
+	enum { N = 40 };
+	struct rdmx_kv_server_stats st;
+	struct rdmx_conn *conn[N];
+	struct rdmx_kv_client *kc;
+	struct rdmx_sge sg;
+	struct log_catch lc;
+	struct kvs k;
+	struct side c;
+	struct buf b;
+	static char log[1 << 16];
+	int said = 0;
+	char v[8], want[80];
+	uint64_t vlen;
+	double t0, secs;
+
+	(void)state;
+	kvs_open_threads(&k, 16 << 20, 1);
+	side_open(&c);
+	buf_alloc(&c, &b, 8, RDMX_ACCESS_LOCAL_WRITE);
+	memset(b.p, 0xff, 8);
+	sg = sge_of(&b, 0, 8);
+	usleep(1100 * 1000); /* a second of its own, whatever came before */
+	t0 = now_s();
+	log_catch_begin(&lc);
+	for (int i = 0; i < N; i++) {
+		conn[i] = side_connect(&c, rdmx_kv_server_port(k.srv));
+		if (rdmx_post_send(conn[i], &sg, (uint64_t)i))
+			break;
+	}
+	st = clients_settled(&k, N);
+	log_catch_end(&lc, log, sizeof(log));
+	secs = now_s() - t0;
+	for (const char *p = log; (p = strstr(p, " closed: ")); p++)
+		said++;
+	assert_int_equal(st.clients_total, N);
+	assert_int_equal(st.clients_open, 0);
+	/* Here, 40 in well under a second; under an emulator, seconds. */
+	assert_true(said >= 1 && said <= 10 * ((int)secs + 2));
+	snprintf(want, sizeof(want), "kv: client %s:", suite_addr());
+	assert_non_null(strstr(log, want));
+	assert_non_null(strstr(log, "closed: a malformed"));
+	for (int i = 0; i < N; i++)
+		rdmx_conn_close(conn[i]);
+	while (rdmx_poll(c.cq, &(struct rdmx_completion){ 0 }, 1) > 0)
+		;
+	buf_free(&b);
+	kc = client(&c, k.addr, 0);
+	assert_int_equal(rdmx_kv_put(kc, "k", 1, "value", 5), RDMX_OK);
+	assert_int_equal(rdmx_kv_get(kc, "k", 1, v, sizeof(v), &vlen), RDMX_OK);
+	assert_int_equal(vlen, 5);
+	rdmx_kv_close(kc);
+	side_close(&c);
+	kvs_close(&k);
+}
+
 static void test_kv_server_killed_errors_not_hangs(void **state)
 {
 	int port = harness_free_port();
@@ -1542,6 +1605,8 @@ int main(int argc, char **argv)
 			test_kv_clients_gone_with_gets_in_flight_not_blamed),
 		cmocka_unit_test(test_kv_server_killed_errors_not_hangs),
 		cmocka_unit_test(test_kv_aof_fsync_always_survives_kill9),
+		/* Last: the lines it leaves unsaid would be others' too. */
+		cmocka_unit_test(test_kv_garbage_clients_said_in_moderation),
 	};
 
 	harness_children(argc, argv, children);
