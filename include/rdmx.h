@@ -269,7 +269,10 @@ void rdmx_mr_remote(const struct rdmx_mr *mr, struct rdmx_remote *remote_p);
 void rdmx_remote_pack(const struct rdmx_remote *remote,
 		      uint8_t buf[RDMX_REMOTE_PACKED_LEN]);
 
-/* Parse a packed descriptor; RDMX_ERR_INVALID if @len or the bytes are bad. */
+/*
+ * Parse a packed descriptor; RDMX_ERR_INVALID if @len or the bytes are bad
+ * (logged through rdmx_log_peer: they come from a peer) or for NULLs.
+ */
 rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
 			       struct rdmx_remote *remote_p);
 

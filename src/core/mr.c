@@ -336,13 +336,18 @@ rdmx_status rdmx_remote_unpack(const void *buf, size_t len,
 {
 	const uint8_t *p = buf;
 
-	if (!buf || len < RDMX_REMOTE_PACKED_LEN ||
-	    rdmx_get_be(p + 22, 2) != RDMX_REMOTE_PACK_VERSION)
-		return rdmx_invalid(
-			"rdmx_remote_unpack",
-			"%zu bytes that are not a packed descriptor "
-			"(%d bytes from rdmx_remote_pack)",
-			len, RDMX_REMOTE_PACKED_LEN);
+	if (!buf || !remote_p)
+		return rdmx_invalid("rdmx_remote_unpack", "NULL %s",
+				    !buf ? "buffer" : "output pointer");
+	/* The bytes come from a peer: a hostile one sends many. */
+	if (len < RDMX_REMOTE_PACKED_LEN ||
+	    rdmx_get_be(p + 22, 2) != RDMX_REMOTE_PACK_VERSION) {
+		rdmx_peer_error("rdmx_remote_unpack: %zu bytes that are not a "
+				"packed descriptor (%d bytes from "
+				"rdmx_remote_pack)",
+				len, RDMX_REMOTE_PACKED_LEN);
+		return RDMX_ERR_INVALID;
+	}
 	remote_p->addr = rdmx_get_be(p, 8);
 	remote_p->rkey = rdmx_get_be(p + 8, 8);
 	remote_p->length = rdmx_get_be(p + 16, 6);
