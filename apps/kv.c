@@ -81,7 +81,9 @@ static int kv_metrics(void *arg, char *buf, size_t len, bool json)
 				"\"pool_bytes\":%llu,\"ops\":{\"get\":%llu,"
 				"\"put\":%llu,\"del\":%llu},\"hits\":%llu,"
 				"\"misses\":%llu,\"hit_ratio\":%.4f,"
-				"\"evicted\":%llu,\"out_of_memory\":%llu}",
+				"\"evicted\":%llu,\"out_of_memory\":%llu,"
+				"\"clients\":{\"open\":%llu,\"total\":%llu,"
+				"\"ejected\":%llu}}",
 				(unsigned long long)st.keys,
 				(unsigned long long)st.bytes_used,
 				(unsigned long long)st.pool_bytes,
@@ -91,7 +93,10 @@ static int kv_metrics(void *arg, char *buf, size_t len, bool json)
 				(unsigned long long)st.hits, misses,
 				st.gets ? (double)st.hits / st.gets : 0.0,
 				(unsigned long long)st.evicted,
-				(unsigned long long)st.refused_nomem);
+				(unsigned long long)st.refused_nomem,
+				(unsigned long long)st.clients_open,
+				(unsigned long long)st.clients_total,
+				(unsigned long long)st.clients_ejected);
 	return snprintf(
 		buf, len,
 		"# HELP rdmx_kv_keys Keys in the store.\n"
@@ -114,13 +119,23 @@ static int kv_metrics(void *arg, char *buf, size_t len, bool json)
 		"rdmx_kv_evicted_total %llu\n"
 		"# HELP rdmx_kv_out_of_memory_total PUTs refused: pool full.\n"
 		"# TYPE rdmx_kv_out_of_memory_total counter\n"
-		"rdmx_kv_out_of_memory_total %llu\n",
+		"rdmx_kv_out_of_memory_total %llu\n"
+		"# HELP rdmx_kv_clients Clients connected now.\n"
+		"# TYPE rdmx_kv_clients gauge\nrdmx_kv_clients %llu\n"
+		"# HELP rdmx_kv_clients_total Clients, by how they ended: "
+		"all, and those the server closed for a reason it logged.\n"
+		"# TYPE rdmx_kv_clients_total counter\n"
+		"rdmx_kv_clients_total{kind=\"all\"} %llu\n"
+		"rdmx_kv_clients_total{kind=\"ejected\"} %llu\n",
 		(unsigned long long)st.keys, (unsigned long long)st.bytes_used,
 		(unsigned long long)st.pool_bytes, (unsigned long long)st.gets,
 		(unsigned long long)st.puts, (unsigned long long)st.dels,
 		(unsigned long long)st.hits, misses,
 		(unsigned long long)st.evicted,
-		(unsigned long long)st.refused_nomem);
+		(unsigned long long)st.refused_nomem,
+		(unsigned long long)st.clients_open,
+		(unsigned long long)st.clients_total,
+		(unsigned long long)st.clients_ejected);
 }
 
 static int kv_serve(const struct kv_opts *o, const char *addr)

@@ -100,6 +100,11 @@ struct rdmx_kv_server_stats {
 	 * more for every 32 clients past the first 32 of a worker (fewer
 	 * again as their clients leave and the RECVs come back). */
 	uint64_t request_buffers;
+	/* Clients the server closed, each for a reason it logs (a malformed
+	 * request, more in flight than allowed, no memory for it): not those
+	 * that left. A flood of hostile clients shows here in full, where
+	 * the log says 10 a second (rdmx_log_peer). */
+	uint64_t clients_ejected;
 };
 void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 			  struct rdmx_kv_server_stats *stats_p);

@@ -137,7 +137,7 @@ struct rdmx_kv_server {
 	pthread_t accepter;
 	bool accepting;
 	atomic_bool stop;
-	atomic_uint_fast64_t clients_open, clients_total;
+	atomic_uint_fast64_t clients_open, clients_total, clients_ejected;
 	/* The workers' srq RECVs posted now (out of use ones not again). */
 	atomic_uint_fast64_t request_buffers;
 };
@@ -276,10 +276,12 @@ static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
 	/* Set by then: by its first request, or at its take. */
 	if (why && cl->conn)
 		rdmx_conn_info(cl->conn, &info);
-	if (why)
+	if (why) {
 		kv_log_peer(RDMX_LOG_WARN, "client %s closed: %s",
 			    info.peer_addr[0] ? info.peer_addr : "(unknown)",
 			    why);
+		atomic_fetch_add(&w->srv->clients_ejected, 1);
+	}
 	cl->closed = true;
 	for (uint32_t i = 0; i < w->nclients; i++)
 		if (w->clients[i] == cl) {
@@ -1112,13 +1114,15 @@ static void *kv_accepter(void *arg)
 			 * connection in the worker's cq, which only the
 			 * worker may take once it is closed (kv_client_reap).
 			 */
-			if (st && st != RDMX_ERR_CONN_LOST) /* else it went */
+			if (st && st != RDMX_ERR_CONN_LOST) { /* else it went */
 				kv_log(RDMX_LOG_WARN,
 				       "client refused: posting its %d RECVs: "
 				       "%s (each client needs "
 				       "conn.max_recv_wr %d or more)",
 				       KV_CONN_RECVS, rdmx_strerror(st),
 				       KV_CONN_RECVS);
+				atomic_fetch_add(&srv->clients_ejected, 1);
+			}
 			refused = st != RDMX_OK;
 		}
 		kv_hand_over(w, cl, conn, refused);
@@ -1239,6 +1243,7 @@ void rdmx_kv_server_stats(struct rdmx_kv_server *srv,
 		.evicted = st.evicted,
 		.clients_open = atomic_load(&srv->clients_open),
 		.clients_total = atomic_load(&srv->clients_total),
+		.clients_ejected = atomic_load(&srv->clients_ejected),
 		.request_buffers = atomic_load(&srv->request_buffers),
 	};
 	kv_aof_lock(srv->aof);

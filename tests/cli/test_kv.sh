@@ -141,6 +141,9 @@ http_get "$mport" /status >"$tmp/status"
 if grep -qE '^rdmx_kv_keys [1-9]' "$tmp/metrics" &&
 	grep -qE '^rdmx_kv_ops_total\{op="get"\} [1-9]' "$tmp/metrics" &&
 	grep -qE '^rdmx_kv_out_of_memory_total 1$' "$tmp/metrics" &&
+	grep -qE '^rdmx_kv_clients_total\{kind="all"\} [1-9]' "$tmp/metrics" &&
+	grep -qE '^rdmx_kv_clients_total\{kind="ejected"\} 0$' "$tmp/metrics" &&
+	grep -qE '"clients":\{"open":[0-9]+,"total":[1-9][0-9]*,"ejected":0\}' "$tmp/status" &&
 	grep -qE '"kv":\{"keys":[1-9][0-9]*,"bytes_used":[1-9][0-9]*,"pool_bytes":16777216,"ops":\{"get":[1-9]' "$tmp/status" &&
 	grep -qE '"hit_ratio":0\.[0-9]+' "$tmp/status"; then
 	ok "kv serve --metrics: keys, bytes, ops by kind, hit ratio"

@@ -679,6 +679,7 @@ static void test_kv_client_without_room_for_its_recvs_refused(void **state)
 	assert_int_not_equal(ret, RDMX_OK);
 	assert_int_equal(st.clients_total, 1);
 	assert_int_equal(st.clients_open, 0);
+	assert_int_equal(st.clients_ejected, 1);
 	assert_non_null(strstr(log, "posting its 65 RECVs"));
 	side_close(&c);
 	kvs_close(&k);
@@ -1365,7 +1366,8 @@ static void test_kv_clients_gone_with_gets_in_flight_not_blamed(void **state)
 	assert_int_equal(bad, RDMX_OK);
 	assert_int_equal(st.clients_open, 0);
 	assert_int_equal(st.clients_total, 41);
-	assert_null(strstr(log, "client closed"));
+	assert_int_equal(st.clients_ejected, 0); /* they left */
+	assert_null(strstr(log, " closed: "));
 	/* And their GETs gave the value back. */
 	kc = client(&c, k.addr, 0);
 	assert_int_equal(rdmx_kv_del(kc, "k", 1), RDMX_OK);
@@ -1419,6 +1421,7 @@ static void test_kv_garbage_clients_said_in_moderation(void **state)
 		said++;
 	assert_int_equal(st.clients_total, N);
 	assert_int_equal(st.clients_open, 0);
+	assert_int_equal(st.clients_ejected, N); /* all, said or not */
 	/* Here, 40 in well under a second; under an emulator, seconds. */
 	assert_true(said >= 1 && said <= 10 * ((int)secs + 2));
 	snprintf(want, sizeof(want), "kv: client %s:", suite_addr());
