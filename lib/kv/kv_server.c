@@ -273,10 +273,10 @@ static void kv_client_close(struct kv_worker *w, struct kv_client *cl,
 	if (cl->closed)
 		return;
 	kv_store_drop(w);
-	/* Set by then: by its first request, or at its take. */
-	if (why && cl->conn)
-		rdmx_conn_info(cl->conn, &info);
 	if (why) {
+		/* Set by then: by its first request, or at its take. */
+		if (cl->conn)
+			rdmx_conn_info(cl->conn, &info);
 		kv_log_peer(RDMX_LOG_WARN, "client %s closed: %s",
 			    info.peer_addr[0] ? info.peer_addr : "(unknown)",
 			    why);

@@ -64,7 +64,7 @@ void rdmx_log_peer(enum rdmx_log_level level, const char *fmt, ...)
 	int saved = errno;
 	struct timespec now;
 	unsigned missed = 0;
-	double gap = 0;
+	double gap;
 	bool say;
 	va_list ap;
 

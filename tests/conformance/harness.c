@@ -539,6 +539,15 @@ void log_catch_end(struct log_catch *lc, char *log, size_t size)
 	fputs(log, stderr);
 }
 
+int log_count(const char *log, const char *what)
+{
+	int n = 0;
+
+	for (const char *p = log; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
 int harness_free_port(void)
 {
 	/* The kernel may pick a port twice (etcd's rig asks for six). */

@@ -176,6 +176,8 @@ struct log_catch {
 };
 void log_catch_begin(struct log_catch *lc);
 void log_catch_end(struct log_catch *lc, char *log, size_t size);
+/* How many times @what is in @log. */
+int log_count(const char *log, const char *what);
 
 /* This process's open descriptors and resident bytes, from /proc. */
 void harness_usage(long *fds, long *rss);

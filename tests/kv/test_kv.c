@@ -1395,7 +1395,7 @@ static void test_kv_garbage_clients_said_in_moderation(void **state)
 	struct side c;
 	struct buf b;
 	static char log[1 << 16];
-	int said = 0;
+	int said;
 	char v[8], want[80];
 	uint64_t vlen;
 	double t0, secs;
@@ -1417,8 +1417,7 @@ static void test_kv_garbage_clients_said_in_moderation(void **state)
 	st = clients_settled(&k, N);
 	log_catch_end(&lc, log, sizeof(log));
 	secs = now_s() - t0;
-	for (const char *p = log; (p = strstr(p, " closed: ")); p++)
-		said++;
+	said = log_count(log, " closed: ");
 	assert_int_equal(st.clients_total, N);
 	assert_int_equal(st.clients_open, 0);
 	assert_int_equal(st.clients_ejected, N); /* all, said or not */

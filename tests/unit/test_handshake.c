@@ -464,16 +464,6 @@ static void test_listen_allowed_peers(void **state)
 	unsetenv("RDMX_AUTH_ALLOWED_PEERS");
 }
 
-/* How many times @what is in @log. */
-static int lines_with(const char *log, const char *what)
-{
-	int n = 0;
-
-	for (const char *p = log; (p = strstr(p, what)); p += strlen(what))
-		n++;
-	return n;
-}
-
 /*
  * A flood of peers that are not rdmx costs the server at most 10 lines a
  * second (rdmx_log_peer), where each used to cost one: the next line
@@ -505,7 +495,7 @@ static void test_handshake_garbage_flood_said_in_moderation(void **state)
 	}
 	usleep(300 * 1000); /* their handshakes end */
 	log_catch_end(&lc, log, sizeof(log));
-	said = lines_with(log, "rdmx: ");
+	said = log_count(log, "rdmx: ");
 	/* 10 a second, in each second the flood touched (well under one
 	 * here; more under the sanitizers). */
 	assert_true(n == 60);
