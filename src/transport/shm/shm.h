@@ -12,6 +12,8 @@
 #define RDMX_SHM_MAPS 8 /* blocks of the peer's mapped at a time */
 /* A peer's block larger than this is mapped without filling its tables. */
 #define RDMX_SHM_POPULATE_MAX (16ull << 20)
+/* Bytes of free ring whose stamp slots a producer keeps zeroed ahead. */
+#define RDMX_SHM_ZERO_AHEAD 1024
 
 /* One connection's pipe: the ring we read and the one we write. */
 struct rdmx_shm_pipe {
@@ -22,6 +24,12 @@ struct rdmx_shm_pipe {
 	/* Ours as tx's producer: the tail we published (the peer can write
 	 * the shared one), and the head we last read. */
 	uint64_t tx_tail, tx_head;
+	/*
+	 * Ours as tx's producer: every line from tx_tail up to here starts
+	 * with a zero stamp slot (shm_proto.h), zeroed ahead after a
+	 * publish rather than before its stamp.
+	 */
+	uint64_t tx_zeroed;
 	/* Ours as rx's consumer: the next byte to read and the end of its
 	 * chunk (shm_proto.h). Changed under the connection's lock; ready()
 	 * reads them without it. */

@@ -478,6 +478,8 @@ static rdmx_status rdmx_shm_attach(struct rdmx_shm_pipe *p, uint64_t size,
 	}
 	p->tx_tail = atomic_load(&p->tx->tail);
 	p->tx_head = atomic_load(&p->tx->head);
+	/* A new ring: its pages read zero, every stamp slot of its lap. */
+	p->tx_zeroed = p->tx_tail + size;
 	/* A peer that says so falsely only delays its own traffic. */
 	p->fenced = rdmx_membarrier_ready() && p->tx->owner_fenced == 1;
 	return RDMX_OK;

@@ -107,6 +107,45 @@ static bool rdmx_shm_wild(struct rdmx_sw_conn *c, uint64_t used, uint64_t size)
 }
 
 /*
+ * Zero the stamp slots of the free lines after tx_tail, up to
+ * RDMX_SHM_ZERO_AHEAD of them, in batches. Done after a publish, not before
+ * its stamp: a line the consumer read a lap ago may still be in its cache,
+ * and a store to it (~35 ns of a small SEND's one-way time here) would
+ * hold up the stamp behind it in the store order. Lines up to head's are
+ * free (rdmx_shm_sendv): none holds a byte the consumer has yet to read.
+ */
+static void rdmx_shm_zero_ahead(struct rdmx_shm_pipe *p)
+{
+	uint64_t ahead = p->tx_size / 4 < RDMX_SHM_ZERO_AHEAD
+				 ? p->tx_size / 4
+				 : RDMX_SHM_ZERO_AHEAD;
+	uint64_t z = p->tx_zeroed, to = p->tx_tail + ahead;
+	uint64_t room = rdmx_shm_line(p->tx_head) + p->tx_size;
+
+	if (z >= p->tx_tail + ahead / 2)
+		return;
+	if (to > room) {
+		/* Our copy of head is a lap old at most: look again, once
+		 * per batch that it holds up (a wild one is sendv's to
+		 * find). */
+		uint64_t head = atomic_load_explicit(&p->tx->head,
+						     memory_order_acquire);
+
+		if (p->tx_tail - head <= p->tx_size) {
+			p->tx_head = head;
+			room = rdmx_shm_line(head) + p->tx_size;
+		}
+		if (to > room)
+			to = room;
+	}
+	for (; z < to; z += RDMX_SHM_ALIGN)
+		atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size, z),
+				      0, memory_order_relaxed);
+	if (z > p->tx_zeroed)
+		p->tx_zeroed = z;
+}
+
+/*
  * Producer side: copy as much of @iov as fits as one chunk (shm_proto.h),
  * stamp it, publish, ring.
  */
@@ -146,10 +185,17 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		done += k;
 	}
 	p->tx_tail = rdmx_shm_next_chunk(tail + RDMX_SHM_STAMP + n);
-	/* Where the consumer looks next may hold a byte of the last lap. */
-	atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size,
-					     p->tx_tail),
-			      0, memory_order_relaxed);
+	/*
+	 * Where the consumer looks next may hold a byte of the last lap
+	 * unless it was zeroed ahead. A chunk that ran past the zeroed
+	 * lines, or a ring too full to zero ahead, zeroes it here.
+	 */
+	if (p->tx_tail >= p->tx_zeroed) {
+		atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size,
+						     p->tx_tail),
+				      0, memory_order_relaxed);
+		p->tx_zeroed = p->tx_tail + RDMX_SHM_ALIGN;
+	}
 	rdmx_shm_sync(p->tx, __tsan_release);
 	atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size, tail),
 			      tail + RDMX_SHM_STAMP + n, memory_order_release);
@@ -157,6 +203,7 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 	if (rdmx_shm_publish(p, &p->tx->tail, p->tx_tail,
 			     &p->tx->consumer_waiting))
 		rdmx_shm_ring_door(p->peer_door);
+	rdmx_shm_zero_ahead(p);
 	return (ssize_t)n;
 }
 

@@ -13,13 +13,14 @@
  * rounded up to 64, on a line of its own, so a chunk of up to 56 bytes
  * (a small SEND and the ACK it carries) crosses the cores as one line.
  * The stamp holds t + 8 + n, the end of the chunk's bytes; before it, the
- * producer zeroes the next chunk's stamp slot, which may hold bytes of
- * the last lap. So the slot after the last chunk reads 0 until that chunk
- * is stamped, and a stamp above its position says "new" (positions only
- * grow). The consumer spins on the stamp where the next chunk will be, on
- * the line the bytes come on, instead of on `tail`: one line crosses the
- * cores per message, not two (~100 ns here). A stamp past t + size is
- * wild: the pipe is closed.
+ * producer has zeroed the next chunk's stamp slot, which may hold bytes of
+ * the last lap (it zeroes the slots of free lines ahead after a publish,
+ * and this one just before the stamp when it ran out). So the slot after
+ * the last chunk reads 0 until that chunk is stamped, and a stamp above
+ * its position says "new" (positions only grow). The consumer spins on
+ * the stamp where the next chunk will be, on the line the bytes come on,
+ * instead of on `tail`: one line crosses the cores per message, not two
+ * (~100 ns here). A stamp past t + size is wild: the pipe is closed.
  *
  * Orderings (C11 atomics):
  *  - the producer copies bytes, then stores the chunk's stamp with
