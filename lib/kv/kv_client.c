@@ -352,38 +352,46 @@ void rdmx_kv_flush(struct rdmx_kv_client *c)
 		kv_flush(c);
 }
 
-static rdmx_status kv_key_ok(const void *key, size_t klen)
+/*
+ * The start of every request: @key checked, the client alive, a free slot
+ * set for @op. Returns its index, or -1 with *@st saying why not.
+ */
+static int kv_post_begin(struct rdmx_kv_client *c, const void *key, size_t klen,
+			 enum rdmx_kv_op op, uint64_t tag, rdmx_status *st)
 {
+	int i;
+
 	if (!key || !klen || klen > RDMX_KV_KEY_MAX) {
 		kv_log(RDMX_LOG_ERROR, "a key is 1 to %d bytes",
 		       RDMX_KV_KEY_MAX);
-		return RDMX_ERR_INVALID;
+		*st = RDMX_ERR_INVALID;
+		return -1;
 	}
-	return RDMX_OK;
+	if ((*st = c->dead))
+		return -1;
+	if ((i = kv_slot_get(c)) < 0) {
+		*st = RDMX_ERR_AGAIN;
+		return -1;
+	}
+	c->slot[i] =
+		(struct kv_slot){ .op = op, .tag = tag, .gen = c->slot[i].gen };
+	return i;
 }
 
 rdmx_status rdmx_kv_post_get(struct rdmx_kv_client *c, const void *key,
 			     size_t klen, uint64_t room, uint64_t tag)
 {
 	struct kv_req r = { .op = KV_OP_GET, .key_len = (uint16_t)klen };
-	rdmx_status st = kv_key_ok(key, klen);
-	int i;
+	rdmx_status st;
+	int i = kv_post_begin(c, key, klen, RDMX_KV_GET, tag, &st);
 
-	if (st)
-		return st;
-	if (c->dead)
-		return c->dead;
-	i = kv_slot_get(c);
 	if (i < 0)
-		return RDMX_ERR_AGAIN;
+		return st;
 	room = room ? room : c->attr.get_room;
 	if (room > c->buf_len)
 		room = c->buf_len;
-	c->slot[i] = (struct kv_slot){ .op = RDMX_KV_GET,
-				       .tag = tag,
-				       .gen = c->slot[i].gen,
-				       .room = room,
-				       .own_room = true };
+	c->slot[i].room = room;
+	c->slot[i].own_room = true;
 	if (!kv_ext_alloc(c, room, &c->slot[i].off))
 		return c->busy ? RDMX_ERR_AGAIN : RDMX_ERR_NOMEM;
 	c->slot[i].room = (room + KV_ALIGN - 1) & ~(uint64_t)(KV_ALIGN - 1);
@@ -398,13 +406,9 @@ rdmx_status rdmx_kv_post_put(struct rdmx_kv_client *c, const void *key,
 {
 	struct kv_req r = { .op = KV_OP_PUT, .key_len = (uint16_t)klen };
 	const uint8_t *v = val;
-	rdmx_status st = kv_key_ok(key, klen);
+	rdmx_status st;
 	int i;
 
-	if (st)
-		return st;
-	if (c->dead)
-		return c->dead;
 	if (vlen > UINT32_MAX || vlen > c->buf_len || (vlen && !val)) {
 		kv_log(RDMX_LOG_ERROR,
 		       "a value of %llu bytes is larger than "
@@ -412,12 +416,8 @@ rdmx_status rdmx_kv_post_put(struct rdmx_kv_client *c, const void *key,
 		       (unsigned long long)vlen);
 		return RDMX_ERR_INVALID;
 	}
-	i = kv_slot_get(c);
-	if (i < 0)
-		return RDMX_ERR_AGAIN;
-	c->slot[i] = (struct kv_slot){ .op = RDMX_KV_PUT,
-				       .tag = tag,
-				       .gen = c->slot[i].gen };
+	if ((i = kv_post_begin(c, key, klen, RDMX_KV_PUT, tag, &st)) < 0)
+		return st;
 	if (vlen + klen <= KV_INLINE_MAX && vlen < c->pull_from) {
 		r.a = vlen;
 		return kv_send(c, i, &r, key, val, (uint32_t)vlen);
@@ -441,20 +441,10 @@ rdmx_status rdmx_kv_post_del(struct rdmx_kv_client *c, const void *key,
 			     size_t klen, uint64_t tag)
 {
 	struct kv_req r = { .op = KV_OP_DEL, .key_len = (uint16_t)klen };
-	rdmx_status st = kv_key_ok(key, klen);
-	int i;
+	rdmx_status st;
+	int i = kv_post_begin(c, key, klen, RDMX_KV_DEL, tag, &st);
 
-	if (st)
-		return st;
-	if (c->dead)
-		return c->dead;
-	i = kv_slot_get(c);
-	if (i < 0)
-		return RDMX_ERR_AGAIN;
-	c->slot[i] = (struct kv_slot){ .op = RDMX_KV_DEL,
-				       .tag = tag,
-				       .gen = c->slot[i].gen };
-	return kv_send(c, i, &r, key, NULL, 0);
+	return i < 0 ? st : kv_send(c, i, &r, key, NULL, 0);
 }
 
 /*
