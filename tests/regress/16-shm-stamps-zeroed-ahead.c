@@ -21,22 +21,28 @@ static struct rdmx_shm_pipe *pipe_of(struct rdmx_conn *conn)
 	return to_sw_conn(conn)->pipe_priv;
 }
 
-/* Every line start from the producer's tail to its mark reads zero. */
-static uint64_t zeroed_ahead(struct rdmx_conn *conn)
+/*
+ * How far ahead of its tail the producer of @conn keeps lines zeroed; -1
+ * when a line in between does not read zero. Read under the connection's
+ * lock (a progress thread may send), asserted after it.
+ */
+static int64_t zeroed_ahead(struct rdmx_conn *conn)
 {
 	struct rdmx_shm_pipe *p = pipe_of(conn);
+	int64_t ahead;
 	uint64_t stamp;
 
 	rdmx_spin_lock(&to_sw_conn(conn)->lock);
-	assert_true(p->tx_zeroed > p->tx_tail);
+	ahead = (int64_t)(p->tx_zeroed - p->tx_tail);
 	for (uint64_t z = p->tx_tail; z < p->tx_zeroed; z += RDMX_SHM_ALIGN) {
 		memcpy(&stamp, p->tx_data + (z & (p->tx_size - 1)),
 		       sizeof(stamp));
-		assert_int_equal(stamp, 0);
+		if (stamp)
+			ahead = -1;
 	}
-	stamp = p->tx_zeroed - p->tx_tail;
 	rdmx_spin_unlock(&to_sw_conn(conn)->lock);
-	return stamp;
+	print_message("zeroed ahead: %lld\n", (long long)ahead);
+	return ahead;
 }
 
 static void test_shm_stamps_zeroed_ahead(void **state)
