@@ -225,6 +225,7 @@ struct rdmx_ctx {
 		rdmx_resolve_fn fn;
 		void *arg;
 	} resolver;
+	struct rdmx_ctx *all_next; /* the live contexts (ctx.c) */
 };
 
 /* "@NAME" without the '@': its address, through the context's resolver. */
@@ -246,6 +247,20 @@ int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning);
 void rdmx_ctx_idle(struct rdmx_ctx *ctx);
 /* Tell every open transport that a spinning caller polled (ops.polled). */
 void rdmx_ctx_polled(struct rdmx_ctx *ctx);
+/*
+ * This thread spins on a cq of @ctx (rdmx_poll): noted, so that it hands
+ * @ctx back when it sleeps on another context's cq (rdmx_ctx_sleeps).
+ */
+extern _Thread_local RDMX_TLS_FAST uint64_t rdmx_spun_last; /* its id */
+void rdmx_ctx_spun_note(const struct rdmx_ctx *ctx);
+static inline void rdmx_ctx_spun(const struct rdmx_ctx *ctx)
+{
+	if (rdmx_spun_last != ctx->id)
+		rdmx_ctx_spun_note(ctx);
+}
+/* This thread is about to sleep on a cq of @ctx (rdmx_cq_wait, rdmx_cq_fd):
+ * every other context it spun on since it last slept is told idle. */
+void rdmx_ctx_sleeps(const struct rdmx_ctx *ctx);
 /*
  * A caller serves from the progress fds (ops.served): @sleeping 1 before
  * it sleeps on them, -1 with the mask that call returned once it woke, 0

@@ -504,6 +504,8 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 		!atomic_load_explicit(&cq->fd_exported, memory_order_relaxed);
 	if (!spinning) /* its event loop serves what the fd shows */
 		rdmx_ctx_served(cq->ctx, 0, 0);
+	else
+		rdmx_ctx_spun(cq->ctx);
 	n = rdmx_cq_take(cq, wc, max);
 	if (n) {
 		/*
@@ -594,6 +596,7 @@ rdmx_status rdmx_cq_wait(struct rdmx_cq *cq, int timeout_ms)
 		 * over to the background thread (over tcp it was woken by
 		 * each answer too, and ran first on our CPU).
 		 */
+		rdmx_ctx_sleeps(cq->ctx);
 		told = rdmx_ctx_served(cq->ctx, 1, 0);
 		rdmx_spin_lock(&cq->lock);
 		rdmx_cq_share(cq); /* the eventfd wakes it, not the lane */
@@ -618,6 +621,7 @@ int rdmx_cq_fd(struct rdmx_cq *cq)
 
 	if (!cq)
 		return rdmx_invalid("rdmx_cq_fd", "NULL cq");
+	rdmx_ctx_sleeps(cq->ctx); /* its caller waits on the fd */
 	rdmx_spin_lock(&cq->lock);
 	if (cq->wfd < 0) {
 		cq->wfd = epoll_create1(EPOLL_CLOEXEC);

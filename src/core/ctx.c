@@ -229,6 +229,10 @@ static void rdmx_ctx_host_id(struct rdmx_ctx *ctx)
 	memcpy(ctx->host_id, digest, sizeof(ctx->host_id));
 }
 
+/* The live contexts, for rdmx_ctx_sleeps (below). */
+static pthread_mutex_t rdmx_ctx_all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rdmx_ctx *rdmx_ctx_all;
+
 rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 			    struct rdmx_ctx **ctx_p)
 {
@@ -272,6 +276,10 @@ rdmx_status rdmx_ctx_create(const struct rdmx_ctx_attr *attr,
 	ctx->mem_table_fd = -1;
 	for (size_t i = 0; i < RDMX_NTRANSPORTS; i++)
 		ctx->tp[rdmx_transports[i]->id].ops = rdmx_transports[i];
+	pthread_mutex_lock(&rdmx_ctx_all_lock);
+	ctx->all_next = rdmx_ctx_all;
+	rdmx_ctx_all = ctx;
+	pthread_mutex_unlock(&rdmx_ctx_all_lock);
 	*ctx_p = ctx;
 	return RDMX_OK;
 
@@ -297,6 +305,14 @@ rdmx_status rdmx_ctx_destroy(struct rdmx_ctx *ctx)
 		return RDMX_ERR_BUSY;
 	}
 	pthread_mutex_unlock(&ctx->lock);
+	/* First: a sleeper that spun on us may be telling us idle. */
+	pthread_mutex_lock(&rdmx_ctx_all_lock);
+	for (struct rdmx_ctx **pp = &rdmx_ctx_all; *pp; pp = &(*pp)->all_next)
+		if (*pp == ctx) {
+			*pp = ctx->all_next;
+			break;
+		}
+	pthread_mutex_unlock(&rdmx_ctx_all_lock);
 	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
 		void *priv = atomic_load(&ctx->tp[i].priv);
 
@@ -382,6 +398,62 @@ static void rdmx_ctx_tell(struct rdmx_ctx *ctx, bool idle)
 void rdmx_ctx_polled(struct rdmx_ctx *ctx)
 {
 	rdmx_ctx_tell(ctx, false);
+}
+
+/*
+ * A thread that spins on a context's cq keeps its progress thread backed
+ * off, and its ACKs held for the requests it posts next (sw_progress.c).
+ * If that thread then sleeps on a cq of another context, nothing serves
+ * the first until its progress thread looks again (RDMX_SW_LOOK_US,
+ * 50 ms), or ever without one: one thread driving both ends of a
+ * connection through two contexts, waiting in rdmx_cq_wait on each in
+ * turn, took 20 ms a round over shm and tcp. So each thread notes the
+ * contexts it spun on since it last slept (the last RDMX_SPUN_MAX: an
+ * older one waits for its thread's look), and tells them idle when it goes
+ * to sleep on another's cq.
+ *
+ * The notes are ids, not pointers: another thread may destroy a context
+ * this one noted. A note is acted on only for a context still among the
+ * live ones (ids are never reused), under the lock that rdmx_ctx_destroy
+ * takes first.
+ */
+#define RDMX_SPUN_MAX 4
+
+_Thread_local RDMX_TLS_FAST uint64_t rdmx_spun_last;
+static _Thread_local uint64_t rdmx_spun[RDMX_SPUN_MAX];
+static _Thread_local unsigned rdmx_nspun;
+
+void rdmx_ctx_spun_note(const struct rdmx_ctx *ctx)
+{
+	rdmx_spun_last = ctx->id;
+	for (unsigned i = 0; i < rdmx_nspun; i++)
+		if (rdmx_spun[i] == ctx->id)
+			return;
+	if (rdmx_nspun == RDMX_SPUN_MAX) {
+		memmove(rdmx_spun, rdmx_spun + 1,
+			sizeof(rdmx_spun[0]) * (RDMX_SPUN_MAX - 1));
+		rdmx_nspun--;
+	}
+	rdmx_spun[rdmx_nspun++] = ctx->id;
+}
+
+void rdmx_ctx_sleeps(const struct rdmx_ctx *ctx)
+{
+	if (!rdmx_nspun)
+		return;
+	pthread_mutex_lock(&rdmx_ctx_all_lock);
+	for (unsigned i = 0; i < rdmx_nspun; i++) {
+		if (rdmx_spun[i] == ctx->id)
+			continue; /* served by the sleeper (rdmx_ctx_served) */
+		for (struct rdmx_ctx *c = rdmx_ctx_all; c; c = c->all_next)
+			if (c->id == rdmx_spun[i]) {
+				rdmx_ctx_idle(c);
+				break;
+			}
+	}
+	pthread_mutex_unlock(&rdmx_ctx_all_lock);
+	rdmx_nspun = 0;
+	rdmx_spun_last = 0; /* no context's: ids start at 1 */
 }
 
 void rdmx_ctx_idle(struct rdmx_ctx *ctx)
