@@ -390,11 +390,10 @@ rdmx_status rdmx_kv_post_get(struct rdmx_kv_client *c, const void *key,
 	room = room ? room : c->attr.get_room;
 	if (room > c->buf_len)
 		room = c->buf_len;
-	c->slot[i].room = room;
-	c->slot[i].own_room = true;
 	if (!kv_ext_alloc(c, room, &c->slot[i].off))
 		return c->busy ? RDMX_ERR_AGAIN : RDMX_ERR_NOMEM;
 	c->slot[i].room = (room + KV_ALIGN - 1) & ~(uint64_t)(KV_ALIGN - 1);
+	c->slot[i].own_room = true;
 	r.a = c->slot[i].off;
 	r.b = room;
 	return kv_send(c, i, &r, key, NULL, 0);

@@ -14,6 +14,8 @@
 #define RDMX_SHM_POPULATE_MAX (16ull << 20)
 /* Bytes of free ring whose stamp slots a producer keeps zeroed ahead. */
 #define RDMX_SHM_ZERO_AHEAD 1024
+_Static_assert(RDMX_SHM_ZERO_AHEAD <= 4096 / 4,
+	       "a quarter of the smallest ring a peer may offer (4 KiB)");
 
 /* One connection's pipe: the ring we read and the one we write. */
 struct rdmx_shm_pipe {

@@ -107,42 +107,44 @@ static bool rdmx_shm_wild(struct rdmx_sw_conn *c, uint64_t used, uint64_t size)
 }
 
 /*
+ * Where the free part of tx ends: a lap past the line of the head we last
+ * read (chunks start on a line, so the rest of head's may still be read).
+ */
+static uint64_t rdmx_shm_free_end(const struct rdmx_shm_pipe *p)
+{
+	return rdmx_shm_line(p->tx_head) + p->tx_size;
+}
+
+/*
  * Zero the stamp slots of the free lines after tx_tail, up to
  * RDMX_SHM_ZERO_AHEAD of them, in batches. Done after a publish, not before
  * its stamp: a line the consumer read a lap ago may still be in its cache,
  * and a store to it (~35 ns of a small SEND's one-way time here) would
- * hold up the stamp behind it in the store order. Lines up to head's are
- * free (rdmx_shm_sendv): none holds a byte the consumer has yet to read.
+ * hold up the stamp behind it in the store order. Only free lines: none
+ * holds a byte the consumer has yet to read.
  */
 static void rdmx_shm_zero_ahead(struct rdmx_shm_pipe *p)
 {
-	uint64_t ahead = p->tx_size / 4 < RDMX_SHM_ZERO_AHEAD
-				 ? p->tx_size / 4
-				 : RDMX_SHM_ZERO_AHEAD;
-	uint64_t z = p->tx_zeroed, to = p->tx_tail + ahead;
-	uint64_t room = rdmx_shm_line(p->tx_head) + p->tx_size;
+	uint64_t z = p->tx_zeroed, to = p->tx_tail + RDMX_SHM_ZERO_AHEAD;
 
-	if (z >= p->tx_tail + ahead / 2)
+	if (z >= p->tx_tail + RDMX_SHM_ZERO_AHEAD / 2)
 		return;
-	if (to > room) {
+	if (to > rdmx_shm_free_end(p)) {
 		/* Our copy of head is a lap old at most: look again, once
 		 * per batch that it holds up (a wild one is sendv's to
 		 * find). */
 		uint64_t head = atomic_load_explicit(&p->tx->head,
 						     memory_order_acquire);
 
-		if (p->tx_tail - head <= p->tx_size) {
+		if (p->tx_tail - head <= p->tx_size)
 			p->tx_head = head;
-			room = rdmx_shm_line(head) + p->tx_size;
-		}
-		if (to > room)
-			to = room;
+		if (to > rdmx_shm_free_end(p))
+			to = rdmx_shm_free_end(p);
 	}
 	for (; z < to; z += RDMX_SHM_ALIGN)
 		atomic_store_explicit(rdmx_shm_stamp(p->tx_data, p->tx_size, z),
 				      0, memory_order_relaxed);
-	if (z > p->tx_zeroed)
-		p->tx_zeroed = z;
+	p->tx_zeroed = z;
 }
 
 /*
@@ -160,8 +162,7 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		return -EPIPE;
 	for (int i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
-	/* Up to head's line: chunks start on one. */
-	space = p->tx_size - (tail - rdmx_shm_line(p->tx_head));
+	space = rdmx_shm_free_end(p) - tail;
 	/* The consumer's line only when our copy of head says full. */
 	if (space < want + RDMX_SHM_RESERVE) {
 		uint64_t head = atomic_load_explicit(&p->tx->head,
@@ -170,7 +171,7 @@ static ssize_t rdmx_shm_sendv(struct rdmx_sw_conn *c, const struct iovec *iov,
 		if (rdmx_shm_wild(c, tail - head, p->tx_size))
 			return -EPROTO;
 		p->tx_head = head;
-		space = p->tx_size - (tail - rdmx_shm_line(head));
+		space = rdmx_shm_free_end(p) - tail;
 	}
 	/* Room for the stamp, a byte, and the next chunk's stamp slot. */
 	if (space <= RDMX_SHM_RESERVE || !want)
