@@ -345,6 +345,14 @@ struct rdmx_sw_conn {
 	unsigned held_at; /* tctx->held_calls when acks_held was set */
 	bool held_listed; /* on tctx->held or held_ride (under lock) */
 	struct rdmx_sw_conn *next_held;
+	/*
+	 * The ACK of the peer's requests, when none is queued already: every
+	 * SEND, WRITE and WRITE_IMM gets one, and an op from the cache for
+	 * each (taken, zeroed, given back) was ~80 instructions of a small
+	 * SEND's ~3000 on the two sides. Never in a queue but tx; in_tx says
+	 * it is taken, and rdmx_sw_op_drop leaves it here.
+	 */
+	struct rdmx_sw_op ack_op;
 
 	/* target */
 	uint32_t owed; /* the peer's requests whose answers have not left */

@@ -62,7 +62,7 @@ void rdmx_sw_cache_free(struct rdmx_sw_cache *k)
 
 void rdmx_sw_op_drop(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 {
-	if (op->in_q || op->in_tx)
+	if (op->in_q || op->in_tx || op == &c->ack_op)
 		return;
 	rdmx_mr_release(op->mr);
 	rdmx_sw_cache_put(&c->ops, op);
@@ -460,7 +460,15 @@ rdmx_status rdmx_sw_ack(struct rdmx_sw_conn *c, uint64_t seq)
 		rdmx_sw_hdr_pack(&op->h, op->hdr);
 		return RDMX_OK;
 	}
-	return rdmx_sw_answer(c, &h, NULL, NULL);
+	op = &c->ack_op;
+	if (op->in_tx || c->dead)
+		return rdmx_sw_answer(c, &h, NULL, NULL);
+	/* Only this and tx_append write it: the rest stays zero. */
+	op->h = h;
+	op->covers = 1;
+	op->iovcnt = 1;
+	rdmx_sw_tx_append(c, op);
+	return RDMX_OK;
 }
 
 /*
