@@ -605,6 +605,93 @@ static rdmx_status rdmx_sw_post_locked(struct rdmx_sw_conn *c,
 	return RDMX_OK;
 }
 
+/*
+ * A small SEND that nothing of ours waits before, but ACKs: its frame
+ * goes to the pipe, with those ACKs, before its op is filled and
+ * committed. The op is taken from the cache first, so that a frame never
+ * leaves without one to complete it. On a ring the peer sees the frame
+ * ~40 ns sooner: the filling, queueing and gathering (~400 of a small
+ * SEND's ~800 instructions up to its publish) come after it now. Nothing
+ * sent (a full ring or socket, or a pipe error the regular path then
+ * meets): false, and the regular path posts it. Part of it sent: the rest
+ * waits in the transmit queue, as any frame's would.
+ */
+#define RDMX_SW_SEND_NOW 1024 /* bytes; larger SENDs gain nothing here */
+#define RDMX_SW_NOW_ACKS 4 /* queued ACK frames it takes along */
+
+static bool rdmx_sw_send_now(struct rdmx_sw_conn *c, const struct rdmx_wr *wr)
+{
+	struct iovec iov[RDMX_SW_NOW_ACKS + 1 + RDMX_MAX_SGE];
+	struct rdmx_sw_hdr h = { .type = RDMX_SW_SEND };
+	struct rdmx_sw_op *op, *ack;
+	uint8_t hdr[RDMX_SW_HDR_LEN];
+	uint64_t total = 0;
+	ssize_t sent;
+	int n = 0;
+
+	if (wr->opcode != RDMX_OP_SEND || c->dead || c->srq || c->sq.head ||
+	    c->tx_off || !c->peer_credits || c->inflight_n >= c->peer_limit ||
+	    c->outstanding >= c->base.ctx->cfg.conn_max_send_wr ||
+	    ((wr->flags & RDMX_WR_FENCE) && c->inflight_reads))
+		return false;
+	for (ack = c->tx_head; ack; ack = ack->tx_next) {
+		if (ack->h.type != RDMX_SW_ACK || n == RDMX_SW_NOW_ACKS)
+			return false;
+		iov[n++] = ack->iov[0];
+	}
+	for (int i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+	if (total > RDMX_SW_SEND_NOW)
+		return false;
+	if (!(op = rdmx_sw_cache_get(&c->ops, sizeof(*op), 0)))
+		return false;
+	h.seq = c->next_seq;
+	h.length = (uint32_t)total;
+	h.credits = c->grant;
+	iov[n].iov_base = hdr;
+	iov[n++].iov_len = rdmx_sw_hdr_pack(&h, hdr);
+	for (int i = 0; i < wr->num_sge; i++) {
+		iov[n].iov_base = wr->sg_list[i].addr;
+		iov[n++].iov_len = wr->sg_list[i].length;
+	}
+	sent = c->tctx->tp->pipe->sendv(c, iov, n);
+	if (sent <= 0) {
+		rdmx_sw_cache_put(&c->ops, op);
+		return false;
+	}
+	/* It left (all or part): commit it as rdmx_sw_tx_progress would. */
+	memset(op, 0, RDMX_SW_OP_ZEROED);
+	rdmx_sw_op_fill(op, wr, total, false);
+	op->h.seq = c->next_seq++;
+	op->h.credits = h.credits;
+	c->granted_total += c->grant;
+	c->grant = 0;
+	op->in_q = true;
+	c->outstanding++;
+	c->peer_credits--;
+	rdmx_sw_q_push(&c->inflight, op);
+	c->inflight_n++;
+	/* In the transmit queue behind the ACKs, for the advance to drop
+	 * what left and keep what did not. */
+	memcpy(op->hdr, hdr, iov[n - 1 - wr->num_sge].iov_len);
+	op->iov[0].iov_base = op->hdr;
+	op->iov[0].iov_len = iov[n - 1 - wr->num_sge].iov_len;
+	op->tx_len = op->iov[0].iov_len + total;
+	op->in_tx = true;
+	op->tx_next = NULL;
+	if (c->tx_tail)
+		c->tx_tail->tx_next = op;
+	else
+		c->tx_head = op;
+	c->tx_tail = op;
+	c->acks_held = false;
+	c->tx_total += (uint64_t)sent;
+	c->tx_sends++;
+	rdmx_sw_tx_advance(c, (size_t)sent);
+	rdmx_sw_want_out(c, c->tx_head != NULL);
+	return true;
+}
+
 rdmx_status rdmx_sw_post_send(struct rdmx_conn *conn, const struct rdmx_wr *wr)
 {
 	int posted;
@@ -625,6 +712,14 @@ rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 	int i;
 
 	rdmx_spin_lock(&c->lock);
+	if (n == 1 && rdmx_sw_send_now(c, wrs)) {
+		if (c->acks_held || c->acks_alone)
+			c->acks_ride = true;
+		c->acks_alone = false;
+		rdmx_sw_unlock(c);
+		*posted_p = 1;
+		return RDMX_OK;
+	}
 	for (i = 0; i < n && !st; i++)
 		st = rdmx_sw_post_locked(c, &wrs[i], &queued);
 	if (queued) {
