@@ -75,7 +75,8 @@ static void rdmx_shm_put(uint8_t *data, uint64_t size, uint64_t pos,
 	if (first > n)
 		first = n;
 	rdmx_copy(data + off, src, first);
-	rdmx_copy(data, src + first, n - first);
+	if (n > first) /* it wraps (a call for 0 bytes was ~15 instructions) */
+		rdmx_copy(data, src + first, n - first);
 }
 
 static void rdmx_shm_get(const uint8_t *data, uint64_t size, uint64_t pos,
@@ -86,7 +87,8 @@ static void rdmx_shm_get(const uint8_t *data, uint64_t size, uint64_t pos,
 	if (first > n)
 		first = n;
 	rdmx_copy(dst, data + off, first);
-	rdmx_copy(dst + first, data, n - first);
+	if (n > first)
+		rdmx_copy(dst + first, data, n - first);
 }
 
 /*
