@@ -88,14 +88,9 @@ static struct rdmx_sw_op *rdmx_sw_q_pop(struct rdmx_sw_queue *q)
 	return op;
 }
 
-/* Pack the header (handing over pending credits) and queue for sending. */
-static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
+/* Queue @op, its header packed in iov[0], at the end of the transmit queue. */
+static void rdmx_sw_tx_link(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 {
-	op->h.credits = c->grant;
-	c->granted_total += c->grant;
-	c->grant = 0;
-	op->iov[0].iov_base = op->hdr;
-	op->iov[0].iov_len = rdmx_sw_hdr_pack(&op->h, op->hdr);
 	op->tx_len = 0;
 	for (int i = 0; i < op->iovcnt; i++)
 		op->tx_len += op->iov[i].iov_len;
@@ -106,6 +101,17 @@ static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 	else
 		c->tx_head = op;
 	c->tx_tail = op;
+}
+
+/* Pack the header (handing over pending credits) and queue for sending. */
+static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
+{
+	op->h.credits = c->grant;
+	c->granted_total += c->grant;
+	c->grant = 0;
+	op->iov[0].iov_base = op->hdr;
+	op->iov[0].iov_len = rdmx_sw_hdr_pack(&op->h, op->hdr);
+	rdmx_sw_tx_link(c, op);
 }
 
 /* Ask for a wake-up exactly while frames wait for room in the pipe. */
@@ -676,14 +682,7 @@ static bool rdmx_sw_send_now(struct rdmx_sw_conn *c, const struct rdmx_wr *wr)
 	memcpy(op->hdr, hdr, iov[n - 1 - wr->num_sge].iov_len);
 	op->iov[0].iov_base = op->hdr;
 	op->iov[0].iov_len = iov[n - 1 - wr->num_sge].iov_len;
-	op->tx_len = op->iov[0].iov_len + total;
-	op->in_tx = true;
-	op->tx_next = NULL;
-	if (c->tx_tail)
-		c->tx_tail->tx_next = op;
-	else
-		c->tx_head = op;
-	c->tx_tail = op;
+	rdmx_sw_tx_link(c, op);
 	c->acks_held = false;
 	c->tx_total += (uint64_t)sent;
 	c->tx_sends++;
