@@ -84,6 +84,7 @@ static void run(const char *transport)
 	struct rdmx_sge s;
 	struct rdmx_completion wc;
 	struct rdmx_sw_conn *c, *srv;
+	int helds = 0;
 
 	print_message("%s\n", transport);
 	setenv("RDMX_TRANSPORT", transport, 1);
@@ -148,9 +149,15 @@ static void run(const char *transport)
 	for (int i = 0; i < 200; i++) {
 		uint64_t sends = c->tx_sends;
 
+		bool held = c->acks_held;
+
 		s = sge_of(&out, 0, 8);
 		assert_int_equal(rdmx_post_send(p.cconn, &s, 0), RDMX_OK);
 		assert_int_equal(c->tx_sends, sends + 1);
+		/* ACKs held for it taught the connection that they ride. */
+		if (held)
+			assert_true(c->acks_ride);
+		helds += held;
 		if (i) /* the ACK came first in the write */
 			expect_both(p.s.cq, p.c.cq, RDMX_OP_SEND);
 		expect_both(p.s.cq, p.c.cq, RDMX_OP_RECV);
@@ -164,6 +171,7 @@ static void run(const char *transport)
 		expect_both(p.c.cq, p.s.cq, RDMX_OP_RECV);
 		assert_memory_equal(out.p + MAX, in.p + 8, 8);
 	}
+	assert_true(helds > 100);
 	/* The last reply's ACK, held for a SEND that does not come, goes. */
 	expect_both(p.s.cq, p.c.cq, RDMX_OP_SEND);
 	/* Quiet now: each side holds as many credits as the other has

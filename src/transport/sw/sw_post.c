@@ -707,12 +707,13 @@ rdmx_status rdmx_sw_post_list(struct rdmx_conn *conn, const struct rdmx_wr *wrs,
 {
 	struct rdmx_sw_conn *c = to_sw_conn(conn);
 	rdmx_status st = RDMX_OK;
-	bool queued = false;
+	bool queued = false, held;
 	int i;
 
 	rdmx_spin_lock(&c->lock);
+	held = c->acks_held; /* before the send clears it */
 	if (n == 1 && rdmx_sw_send_now(c, wrs)) {
-		if (c->acks_held || c->acks_alone)
+		if (held || c->acks_alone)
 			c->acks_ride = true;
 		c->acks_alone = false;
 		rdmx_sw_unlock(c);
