@@ -22,11 +22,10 @@
 
 #define RDMX_COPY_SLOW_MIN 2048
 /*
- * glibc takes rep movsb from 2112 bytes on where the CPU has FSRM, and on
- * the AMD hosts it is slower than a loop of 32-byte moves up to about
- * here even where nothing aliases: a hot 4 KiB copy between page-aligned
- * buffers (a mapped 4 KiB READ) ~78 ns against ~45, 3000 bytes ~50
- * against ~31, 8 KiB ~140 against ~100; at 32 KiB they are even.
+ * glibc takes rep movsb from about 2.1 KiB on where the CPU has FSRM, and
+ * on the AMD hosts it is slower than a loop of 32-byte moves up to about
+ * here even where nothing aliases (the figures: rdmx_memcpy(3)); from
+ * 16 KiB on they are even.
  */
 #define RDMX_COPY_VEC_MAX (16 * 1024)
 

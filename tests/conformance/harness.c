@@ -421,6 +421,20 @@ struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 	return wc;
 }
 
+void spin_wc(struct rdmx_cq *cq, struct rdmx_cq *other, enum rdmx_opcode op,
+	     bool other_idle)
+{
+	struct rdmx_completion wc;
+	double end = now_s() + T_TIMEOUT_MS / 1e3;
+
+	while (rdmx_poll(cq, &wc, 1) != 1) {
+		assert_true(now_s() < end);
+		assert_int_equal(rdmx_poll(other, &wc, other_idle ? 1 : 0), 0);
+	}
+	assert_int_equal(wc.status, RDMX_OK);
+	assert_int_equal(wc.opcode, op);
+}
+
 struct rdmx_remote share_remote(struct pair *p, struct buf *b)
 {
 	struct buf sb, rb;

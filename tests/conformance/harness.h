@@ -103,6 +103,14 @@ struct rdmx_completion wait_wc(struct rdmx_cq *cq);
  * may be the end of the connection on a lossy link: suite_lossy). */
 struct rdmx_completion expect_wc(struct rdmx_cq *cq, rdmx_status st,
 				 enum rdmx_opcode op);
+/*
+ * The next completion of @cq, which must succeed and be of @op, polled
+ * without sleeping while @other's context is driven too: without progress
+ * threads nobody else serves it. @other_idle: @other must give no
+ * completion meanwhile; else what it holds stays there for later.
+ */
+void spin_wc(struct rdmx_cq *cq, struct rdmx_cq *other, enum rdmx_opcode op,
+	     bool other_idle);
 
 /*
  * rdmx_accept on @lst in a thread of its own (attr: @attr when its cq is

@@ -14,23 +14,6 @@
 
 #include "harness.h"
 
-/* Spin on both cqs until @cq gives one completion; the other gives none. */
-static void spin_for(struct rdmx_cq *cq, struct rdmx_cq *other,
-		     enum rdmx_opcode op)
-{
-	struct rdmx_completion wc;
-	double end = now_s() + T_TIMEOUT_MS / 1e3;
-	int n;
-
-	while (!(n = rdmx_poll(cq, &wc, 1))) {
-		assert_int_equal(rdmx_poll(other, &wc, 1), 0);
-		assert_true(now_s() < end);
-	}
-	assert_int_equal(n, 1);
-	assert_int_equal(wc.status, RDMX_OK);
-	assert_int_equal(wc.opcode, op);
-}
-
 /*
  * Without progress threads, deterministic: the server's ACK of a SEND is
  * held after the one thread spun the server's cq, and only the server's
@@ -52,7 +35,7 @@ static void held_ack_goes(const char *transport)
 		assert_int_equal(rdmx_post_recv(p.sconn, &s, 1, 1), RDMX_OK);
 		s = sge_of(&out, 0, 8);
 		assert_int_equal(rdmx_post_send(p.cconn, &s, 2), RDMX_OK);
-		spin_for(p.s.cq, p.c.cq, RDMX_OP_RECV);
+		spin_wc(p.s.cq, p.c.cq, RDMX_OP_RECV, true);
 		/* Sleeps (after progress.wait_spin) on the client's cq. */
 		expect_wc(p.c.cq, RDMX_OK, RDMX_OP_SEND);
 	}

@@ -103,12 +103,28 @@ static void rdmx_sw_tx_link(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 	c->tx_tail = op;
 }
 
+/* The RECVs posted since our last frame: told in the next one's header. */
+static uint32_t rdmx_sw_grant_take(struct rdmx_sw_conn *c)
+{
+	uint32_t g = c->grant;
+
+	c->granted_total += g;
+	c->grant = 0;
+	return g;
+}
+
+/* Committed: @op is in flight, awaiting its answer. */
+static void rdmx_sw_inflight_push(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
+{
+	rdmx_sw_q_push(&c->inflight, op);
+	c->inflight_n++;
+	c->inflight_reads += rdmx_sw_op_reads(op);
+}
+
 /* Pack the header (handing over pending credits) and queue for sending. */
 static void rdmx_sw_tx_append(struct rdmx_sw_conn *c, struct rdmx_sw_op *op)
 {
-	op->h.credits = c->grant;
-	c->granted_total += c->grant;
-	c->grant = 0;
+	op->h.credits = rdmx_sw_grant_take(c);
 	op->iov[0].iov_base = op->hdr;
 	op->iov[0].iov_len = rdmx_sw_hdr_pack(&op->h, op->hdr);
 	rdmx_sw_tx_link(c, op);
@@ -291,9 +307,7 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
 			c->sq_needy--;
 		}
 		rdmx_sw_q_pop(&c->sq);
-		rdmx_sw_q_push(&c->inflight, op);
-		c->inflight_n++;
-		c->inflight_reads += rdmx_sw_op_reads(op);
+		rdmx_sw_inflight_push(c, op);
 		rdmx_sw_tx_append(c, op);
 	}
 	/*
@@ -669,14 +683,12 @@ static bool rdmx_sw_send_now(struct rdmx_sw_conn *c, const struct rdmx_wr *wr)
 	memset(op, 0, RDMX_SW_OP_ZEROED);
 	rdmx_sw_op_fill(op, wr, total, false);
 	op->h.seq = c->next_seq++;
-	op->h.credits = h.credits;
-	c->granted_total += c->grant;
-	c->grant = 0;
+	op->h.credits = rdmx_sw_grant_take(c); /* as in h: nothing posted since
+						*/
 	op->in_q = true;
 	c->outstanding++;
 	c->peer_credits--;
-	rdmx_sw_q_push(&c->inflight, op);
-	c->inflight_n++;
+	rdmx_sw_inflight_push(c, op);
 	/* In the transmit queue behind the ACKs, for the advance to drop
 	 * what left and keep what did not. */
 	memcpy(op->hdr, hdr, iov[n - 1 - wr->num_sge].iov_len);
