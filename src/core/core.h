@@ -347,6 +347,7 @@ struct rdmx_cq {
 	unsigned waiters; /* threads sleeping in rdmx_cq_wait */
 	unsigned nconns;
 	atomic_uint polls; /* rdmx_poll's that found some; relaxed, racy */
+	atomic_uint backlog_taken; /* rdmx_cq_backlog_turn; relaxed, racy */
 	/*
 	 * Closed connections (cq.c, "Closed connections"): closed, whose
 	 * completions may still be here; given_out, whose have all been

@@ -480,6 +480,37 @@ static bool rdmx_cq_polled_turn(struct rdmx_cq *cq)
 	return !(n % RDMX_CQ_POLLED_EVERY);
 }
 
+/*
+ * A spinner's poll that finds completions queued takes them and makes no
+ * progress call: a ping-pong's answer is there, and a look at the pipes
+ * would only delay it. But a caller with a backlog (a server that took in
+ * a pass over its clients' input and answers it 32 at a time) then read
+ * nothing new until it had answered it all: requests that came meanwhile
+ * waited for the whole backlog, and those that came just after a pass a
+ * whole second one. An rdmx kv server's 32 clients keeping 16 GETs in
+ * flight each over shm: the two whose requests came last in each pass
+ * were served every other pass, at twice the others' latency (p50 1027
+ * against 510 us), and set the p99 (2.1x the p50). As a NIC keeps taking
+ * input while the application drains its cq, a poll that leaves
+ * RDMX_CQ_BACKLOG or more queued makes a progress call once per
+ * RDMX_CQ_BACKLOG completions taken: the clients' shares came out equal
+ * and the p98 was 1.25x the p50. A load and a store, as for polls.
+ */
+#define RDMX_CQ_BACKLOG 32
+
+static bool rdmx_cq_backlog_turn(struct rdmx_cq *cq, int taken)
+{
+	unsigned n;
+
+	if (rdmx_cq_count(cq) < RDMX_CQ_BACKLOG)
+		return false;
+	n = atomic_load_explicit(&cq->backlog_taken, memory_order_relaxed) +
+	    (unsigned)taken;
+	atomic_store_explicit(&cq->backlog_taken, n < RDMX_CQ_BACKLOG ? n : 0,
+			      memory_order_relaxed);
+	return n >= RDMX_CQ_BACKLOG;
+}
+
 int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 {
 	bool spinning;
@@ -516,6 +547,11 @@ int rdmx_poll(struct rdmx_cq *cq, struct rdmx_completion *wc, int max)
 		 */
 		if (spinning && rdmx_cq_polled_turn(cq))
 			rdmx_ctx_polled(cq->ctx);
+		if (spinning && rdmx_cq_backlog_turn(cq, n)) {
+			rdmx_progress_cq = cq;
+			rdmx_ctx_progress(cq->ctx, true);
+			rdmx_progress_cq = NULL;
+		}
 		return n;
 	}
 	if (!spinning) /* an event loop's: its own completions signal late */
