@@ -358,6 +358,12 @@ rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
 		if (!st)
 			atomic_store_explicit(&ctx->tp[id].priv, priv,
 					      memory_order_release);
+		if (!st && ctx->tp[id].ops->progress)
+			atomic_store_explicit(&ctx->progress_only,
+					      atomic_load(&ctx->progress_only)
+						      ? -1
+						      : (int)id + 1,
+					      memory_order_release);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	if (!st)
@@ -367,7 +373,16 @@ rdmx_status rdmx_ctx_transport(struct rdmx_ctx *ctx, enum rdmx_transport_id id,
 
 int rdmx_ctx_progress(struct rdmx_ctx *ctx, bool spinning)
 {
-	int n = 0;
+	int only = atomic_load_explicit(&ctx->progress_only,
+					memory_order_acquire),
+	    n = 0;
+
+	/* A second transport opening meanwhile waits for the next call. */
+	if (only > 0)
+		return ctx->tp[only - 1].ops->progress(
+			atomic_load_explicit(&ctx->tp[only - 1].priv,
+					     memory_order_relaxed),
+			spinning);
 
 	for (int i = 0; i < RDMX_TRANSPORT_MAX; i++) {
 		void *priv = atomic_load_explicit(&ctx->tp[i].priv,

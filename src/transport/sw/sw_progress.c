@@ -1114,44 +1114,6 @@ static void rdmx_sw_epoll_seen(struct rdmx_sw_ctx *tctx, int n)
 			      memory_order_relaxed);
 }
 
-int rdmx_sw_progress(void *priv, bool spinning)
-{
-	struct rdmx_sw_ctx *tctx = priv;
-	struct epoll_event ev[32];
-	bool rings = tctx->tp->pipe->ready != NULL, hold;
-	int n;
-
-	if (!tctx->thread_running)
-		rdmx_sw_unthreaded(tctx, spinning, false);
-	else if (spinning)
-		rdmx_sw_polled(tctx);
-	hold = spinning &&
-	       atomic_load_explicit(&tctx->backing_off, memory_order_relaxed);
-	if (hold)
-		rdmx_sw_release_acks_due(tctx);
-	else
-		rdmx_sw_release_acks(tctx);
-	if (rings) {
-		n = rdmx_sw_poll_ready(tctx, hold);
-		if (n)
-			return n;
-		/* Its rings show their input without a system call. */
-		if (spinning && !rdmx_sw_empty_poll(tctx))
-			return 0;
-	} else if (rdmx_sw_epoll_shared(tctx)) {
-		return 0;
-	}
-	n = epoll_wait(tctx->epfd, ev, 32, 0);
-	/* What a look found is what came for connections: a kick for the
-	 * thread (rdmx_sw_polled's recall), readable until the thread runs,
-	 * is not input, and counted as such it kept a spinner over many cqs
-	 * from sharing its looks while the thread waited for the CPU. */
-	n = n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
-	if (!rings)
-		rdmx_sw_epoll_seen(tctx, n);
-	return n;
-}
-
 /*
  * A caller spins: stamp it for the thread's look (rdmx_sw_thread). The
  * clock costs ~17 ns here, as much as an empty poll and a fifth of a
@@ -1169,32 +1131,16 @@ int rdmx_sw_progress(void *priv, bool spinning)
 #define RDMX_SW_STAMP_MAX 1024
 _Static_assert(!(RDMX_SW_STAMP_MIN & (RDMX_SW_STAMP_MIN - 1)) &&
 		       !(RDMX_SW_STAMP_MAX & (RDMX_SW_STAMP_MAX - 1)),
-	       "rdmx_sw_polled masks with stamp_every: powers of two");
+	       "rdmx_sw_spun masks with stamp_every: powers of two");
 
-void rdmx_sw_polled(void *priv)
+/* The stamp itself, one call in every (rdmx_sw_spun). */
+static __attribute__((noinline)) void rdmx_sw_stamp(struct rdmx_sw_ctx *tctx,
+						    uint64_t quiet,
+						    uint64_t last,
+						    unsigned every)
 {
-	struct rdmx_sw_ctx *tctx = priv;
-	uint64_t quiet = tctx->ctx->cfg.progress_idle_after_us, now, last;
-	unsigned n, every;
-	bool recall;
+	uint64_t now = rdmx_now_us();
 
-	if (!tctx->thread_running)
-		return;
-	n = atomic_load_explicit(&tctx->app_polls, memory_order_relaxed);
-	atomic_store_explicit(&tctx->app_polls, n + 1, memory_order_relaxed);
-	every = atomic_load_explicit(&tctx->stamp_every, memory_order_relaxed);
-	last = atomic_load_explicit(&tctx->app_poll_us, memory_order_relaxed);
-	/* The thread serves, and we have not called it back yet (below):
-	 * at this call, not one in every. */
-	recall = quiet &&
-		 !atomic_load_explicit(&tctx->backing_off,
-				       memory_order_relaxed) &&
-		 !atomic_load_explicit(&tctx->recalled, memory_order_relaxed);
-	/* every is a power of two: a mask, not a division (tens of cycles,
-	 * on every poll that finds a completion). */
-	if (n & (every - 1) && last && !recall)
-		return;
-	now = rdmx_now_us();
 	/* seq_cst, then backing_off: pairs with the thread's store of it
 	 * and its load of the stamp (rdmx_sw_thread), so that one of us sees
 	 * the other. */
@@ -1217,6 +1163,87 @@ void rdmx_sw_polled(void *priv)
 	if (quiet && !atomic_load(&tctx->backing_off) &&
 	    !atomic_exchange(&tctx->recalled, true))
 		rdmx_sw_kick(tctx);
+}
+
+/* Inline: a spinner's every poll comes here, and most calls only count. */
+static inline __attribute__((always_inline)) void
+rdmx_sw_spun(struct rdmx_sw_ctx *tctx)
+{
+	uint64_t quiet = tctx->ctx->cfg.progress_idle_after_us, last;
+	unsigned n, every;
+	bool recall;
+
+	n = atomic_load_explicit(&tctx->app_polls, memory_order_relaxed);
+	atomic_store_explicit(&tctx->app_polls, n + 1, memory_order_relaxed);
+	every = atomic_load_explicit(&tctx->stamp_every, memory_order_relaxed);
+	last = atomic_load_explicit(&tctx->app_poll_us, memory_order_relaxed);
+	/* The thread serves, and we have not called it back yet
+	 * (rdmx_sw_stamp): at this call, not one in every. */
+	recall = quiet &&
+		 !atomic_load_explicit(&tctx->backing_off,
+				       memory_order_relaxed) &&
+		 !atomic_load_explicit(&tctx->recalled, memory_order_relaxed);
+	/* every is a power of two: a mask, not a division (tens of cycles,
+	 * on every poll that finds a completion). */
+	if (n & (every - 1) && last && !recall)
+		return;
+	rdmx_sw_stamp(tctx, quiet, last, every);
+}
+
+void rdmx_sw_polled(void *priv)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+
+	if (tctx->thread_running)
+		rdmx_sw_spun(tctx);
+}
+
+/* A look at epoll for @tctx's connections (rdmx_sw_progress): out of its
+ * line, with its 32 events on the stack, as a spinner over rings makes it
+ * once a millisecond at most. */
+static __attribute__((noinline)) int
+rdmx_sw_epoll_look(struct rdmx_sw_ctx *tctx, bool rings, bool hold)
+{
+	struct epoll_event ev[32];
+	int n = epoll_wait(tctx->epfd, ev, 32, 0);
+
+	/* What a look found is what came for connections: a kick for the
+	 * thread (rdmx_sw_polled's recall), readable until the thread runs,
+	 * is not input, and counted as such it kept a spinner over many cqs
+	 * from sharing its looks while the thread waited for the CPU. */
+	n = n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
+	if (!rings)
+		rdmx_sw_epoll_seen(tctx, n);
+	return n;
+}
+
+int rdmx_sw_progress(void *priv, bool spinning)
+{
+	struct rdmx_sw_ctx *tctx = priv;
+	bool rings = tctx->tp->pipe->ready != NULL, hold;
+	int n;
+
+	if (!tctx->thread_running)
+		rdmx_sw_unthreaded(tctx, spinning, false);
+	else if (spinning)
+		rdmx_sw_spun(tctx);
+	hold = spinning &&
+	       atomic_load_explicit(&tctx->backing_off, memory_order_relaxed);
+	if (hold)
+		rdmx_sw_release_acks_due(tctx);
+	else
+		rdmx_sw_release_acks(tctx);
+	if (rings) {
+		n = rdmx_sw_poll_ready(tctx, hold);
+		if (n)
+			return n;
+		/* Its rings show their input without a system call. */
+		if (spinning && !rdmx_sw_empty_poll(tctx))
+			return 0;
+	} else if (rdmx_sw_epoll_shared(tctx)) {
+		return 0;
+	}
+	return rdmx_sw_epoll_look(tctx, rings, hold);
 }
 
 void rdmx_sw_idle(void *priv)
