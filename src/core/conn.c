@@ -332,7 +332,7 @@ static uint64_t rdmx_opcode_cap(enum rdmx_opcode op)
 static rdmx_status rdmx_wr_check(const struct rdmx_conn *conn,
 				 const struct rdmx_wr *wr, uint64_t *total_p)
 {
-	uint64_t cap, total;
+	uint64_t cap, total = 0;
 	bool atomic, into_local;
 	rdmx_status st;
 

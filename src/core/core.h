@@ -306,12 +306,39 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint64_t rkey,
 				enum rdmx_refusal *why_p);
 void rdmx_mr_release(struct rdmx_mr *mr);
 
+/* Log why rdmx_sge_check refused @sg (its entry @i; -1: num_sge). */
+rdmx_status rdmx_sge_refuse(const struct rdmx_sge *sg, int num_sge, int max,
+			    int i, bool write);
+
 /*
  * rdmx_sge_check - check a local sge list: each entry inside its mr, with
- * LOCAL_WRITE when @write. Sets *total_p to the byte count.
+ * LOCAL_WRITE when @write. Sets *total_p to the byte count. Inline: every
+ * post and post_recv makes it, and the call was ~25 of its ~50
+ * instructions for one sge.
  */
-rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,
-			   bool write, uint64_t *total_p);
+static inline rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge,
+					 int max, bool write, uint64_t *total_p)
+{
+	uint64_t total = 0;
+
+	if (num_sge < 0 || num_sge > max || (num_sge && !sg))
+		return rdmx_sge_refuse(sg, num_sge, max, -1, write);
+	for (int i = 0; i < num_sge; i++) {
+		const struct rdmx_mr *mr = sg[i].mr;
+		uintptr_t a = (uintptr_t)sg[i].addr;
+
+		if (!sg[i].length)
+			continue;
+		if (!mr || a < (uintptr_t)mr->addr ||
+		    sg[i].length > mr->length ||
+		    a - (uintptr_t)mr->addr > mr->length - sg[i].length ||
+		    (write && !(mr->access & RDMX_ACCESS_LOCAL_WRITE)))
+			return rdmx_sge_refuse(sg, num_sge, max, i, write);
+		total += sg[i].length;
+	}
+	*total_p = total;
+	return RDMX_OK;
+}
 /* The same for a RECV's sges: LOCAL_WRITE, at most conn.max_sge. */
 rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,
 			    const struct rdmx_sge *sg, int num_sge);

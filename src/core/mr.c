@@ -270,40 +270,29 @@ void rdmx_mr_release(struct rdmx_mr *mr)
 	atomic_fetch_sub_explicit(&mr->refs, 1, memory_order_release);
 }
 
-rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge, int max,
-			   bool write, uint64_t *total_p)
+rdmx_status rdmx_sge_refuse(const struct rdmx_sge *sg, int num_sge, int max,
+			    int i, bool write)
 {
-	uint64_t total = 0;
+	const struct rdmx_mr *mr;
+	uintptr_t a;
 
-	if (num_sge < 0 || num_sge > max || (num_sge && !sg)) {
+	if (i < 0) {
 		rdmx_error("post: num_sge %d out of range 0..%d (conn.max_sge)",
 			   num_sge, max);
 		return RDMX_ERR_INVALID;
 	}
-	for (int i = 0; i < num_sge; i++) {
-		const struct rdmx_mr *mr = sg[i].mr;
-		uintptr_t a = (uintptr_t)sg[i].addr;
-
-		if (!sg[i].length)
-			continue;
-		if (!mr || a < (uintptr_t)mr->addr ||
-		    sg[i].length > mr->length ||
-		    a - (uintptr_t)mr->addr > mr->length - sg[i].length) {
-			rdmx_error("post: sge %d (%p, %u bytes) is not inside "
-				   "its registration",
-				   i, sg[i].addr, sg[i].length);
-			return RDMX_ERR_INVALID;
-		}
-		if (write && !(mr->access & RDMX_ACCESS_LOCAL_WRITE)) {
-			rdmx_error("post: sge %d receives data but its "
-				   "registration lacks RDMX_ACCESS_LOCAL_WRITE",
-				   i);
-			return RDMX_ERR_INVALID;
-		}
-		total += sg[i].length;
-	}
-	*total_p = total;
-	return RDMX_OK;
+	mr = sg[i].mr;
+	a = (uintptr_t)sg[i].addr;
+	if (!mr || a < (uintptr_t)mr->addr || sg[i].length > mr->length ||
+	    a - (uintptr_t)mr->addr > mr->length - sg[i].length)
+		rdmx_error("post: sge %d (%p, %u bytes) is not inside "
+			   "its registration",
+			   i, sg[i].addr, sg[i].length);
+	else if (write)
+		rdmx_error("post: sge %d receives data but its "
+			   "registration lacks RDMX_ACCESS_LOCAL_WRITE",
+			   i);
+	return RDMX_ERR_INVALID;
 }
 
 rdmx_status rdmx_recv_check(const struct rdmx_ctx *ctx,

@@ -592,8 +592,9 @@ static void test_statuses_posts(void **state)
 {
 	struct pair p;
 	struct buf b;
-	struct rdmx_sge sg;
+	struct rdmx_sge sg, wild;
 	struct rdmx_wr wr = { 0 }, list[2];
+	struct buf ro;
 	int posted = -1, n;
 
 	(void)state;
@@ -611,6 +612,19 @@ static void test_statuses_posts(void **state)
 	     RDMX_ERR_INVALID);
 	assert_int_equal(posted, 1);
 	SEEN("rdmx_post", rdmx_post(p.cconn, &list[1]), RDMX_ERR_INVALID);
+	list[1] = wr;
+	/* Local sges: past their registration, into one without
+	 * LOCAL_WRITE, more of them than conn.max_sge; nothing posted. */
+	wild = sge_of(&b, 0, 64);
+	wild.length = 65;
+	EXPECT_INVALID(rdmx_post_send(p.cconn, &wild, 1), "post: sge 0 (");
+	buf_alloc(&p.c, &ro, 8, 0);
+	wild = sge_of(&ro, 0, 8);
+	EXPECT_INVALID(rdmx_post_read(p.cconn, &wild, 0, 0, 1),
+		       "lacks RDMX_ACCESS_LOCAL_WRITE");
+	buf_free(&ro);
+	list[1].num_sge = 1 << 20;
+	EXPECT_INVALID(rdmx_post(p.cconn, &list[1]), "out of range");
 	list[1] = wr;
 	/* The peer posts no RECV: the SENDs wait and fill the queue; a list
 	 * that reaches its end posts its head and says AGAIN for the rest. */
