@@ -580,6 +580,13 @@ void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx);
 /* The same, from a spinner's progress call: ACKs that ride wait up to
  * RDMX_SW_HOLD_CALLS calls. */
 void rdmx_sw_release_acks_due(struct rdmx_sw_ctx *tctx);
+/* Some connection of @tctx holds ACKs back: a look before either call
+ * above, which a spinner's every poll makes (relaxed loads, as theirs). */
+static inline bool rdmx_sw_acks_held(struct rdmx_sw_ctx *tctx)
+{
+	return atomic_load_explicit(&tctx->held, memory_order_relaxed) ||
+	       atomic_load_explicit(&tctx->held_ride, memory_order_relaxed);
+}
 /* An object of @size from @k, zeroed up to @zeroed (all of it when it
  * comes from the heap); NULL when out of memory. */
 void *rdmx_sw_cache_get(struct rdmx_sw_cache *k, size_t size, size_t zeroed);

@@ -1229,10 +1229,13 @@ int rdmx_sw_progress(void *priv, bool spinning)
 		rdmx_sw_spun(tctx);
 	hold = spinning &&
 	       atomic_load_explicit(&tctx->backing_off, memory_order_relaxed);
-	if (hold)
-		rdmx_sw_release_acks_due(tctx);
-	else
-		rdmx_sw_release_acks(tctx);
+	/* Nothing held, as in a spinner's idle polls: no call. */
+	if (rdmx_sw_acks_held(tctx)) {
+		if (hold)
+			rdmx_sw_release_acks_due(tctx);
+		else
+			rdmx_sw_release_acks(tctx);
+	}
 	if (rings) {
 		n = rdmx_sw_poll_ready(tctx, hold);
 		if (n)
