@@ -41,6 +41,9 @@ struct kvb_thread {
 	pthread_t t;
 	double *lat[2]; /* GET, PUT: µs per request */
 	uint64_t n[2], bad, failed, missing;
+	/* Requests answered, per client of this thread (its share). */
+	double *shares;
+	uint64_t nshares;
 	/*
 	 * Its requests none of its clients has posted yet: whichever client
 	 * is ready posts the next, as redis-benchmark's clients share its
@@ -254,6 +257,9 @@ static void *kvb_run(void *arg)
 				t->st = kvb_post(t, &k[j], val);
 		}
 	}
+	t->shares = malloc((nk ? nk : 1) * sizeof(double));
+	for (uint64_t j = 0; j < nk && t->shares; j++)
+		t->shares[t->nshares++] = (double)k[j].done;
 	for (uint64_t j = 0; j < nk; j++) {
 		rdmx_kv_close(k[j].c);
 		free(k[j].start);
@@ -319,7 +325,8 @@ static void kvb_report_op(const char *name, double *v, uint64_t n, double secs,
 static int kvb_main(const struct kvb_opts *o)
 {
 	struct kvb_thread *t = calloc(o->clients, sizeof(*t));
-	double *all[2], t0, secs;
+	double *all[2], t0, secs, *shares, share[3] = { 0, 0, 0 };
+	uint64_t nshares = 0;
 	uint64_t n[2] = { 0, 0 }, bad = 0, failed = 0, missing = 0;
 	rdmx_status st = RDMX_OK;
 	struct rdmx_ctx *ctx = NULL;
@@ -371,15 +378,25 @@ static int kvb_main(const struct kvb_opts *o)
 			n[k] += t[i].n[k];
 		}
 	}
+	shares = malloc((o->clients + 1) * sizeof(double));
 	for (uint64_t i = 0; i < o->threads; i++) {
 		bad += t[i].bad;
 		failed += t[i].failed;
 		missing += t[i].missing;
 		if (t[i].st && !st)
 			st = t[i].st;
+		for (uint64_t j = 0; shares && j < t[i].nshares; j++)
+			shares[nshares++] = t[i].shares[j];
 		free(t[i].lat[0]);
 		free(t[i].lat[1]);
+		free(t[i].shares);
 	}
+	/* The clients' shares of the requests: one that waits more than
+	 * the others (a server that serves some clients less often) shows
+	 * here before it shows in the p99. */
+	if (shares)
+		for (int k = 0; k < 3; k++)
+			share[k] = cli_quantile(shares, nshares, k * 0.5);
 	if (st && !n[0] && !n[1]) {
 		/* Nothing ran (no client connected): the error alone. */
 	} else if (o->json) {
@@ -396,8 +413,11 @@ static int kvb_main(const struct kvb_opts *o)
 		kvb_report_op("put", all[1], n[1], secs, o->value_size, true,
 			      !n[0]);
 		printf(",\"checked\":%" PRIu64 ",\"bad\":%" PRIu64
-		       ",\"failed\":%" PRIu64 ",\"missing\":%" PRIu64 "}\n",
-		       n[0], bad, failed, missing);
+		       ",\"failed\":%" PRIu64 ",\"missing\":%" PRIu64
+		       ",\"client_ops\":{\"min\":%.0f,\"median\":%.0f,"
+		       "\"max\":%.0f}}\n",
+		       n[0], bad, failed, missing, share[0], share[1],
+		       share[2]);
 	} else {
 		printf("rdmx kv bench: %s, %" PRIu64
 		       " clients x pipeline %" PRIu64 "%s, %" PRIu64
@@ -416,9 +436,13 @@ static int kvb_main(const struct kvb_opts *o)
 		printf("%" PRIu64 " values checked, %" PRIu64 " wrong, %" PRIu64
 		       " failed, %" PRIu64 " missing\n",
 		       n[0] - missing, bad, failed, missing);
+		printf("requests answered per client: min %.0f, median %.0f, "
+		       "max %.0f\n",
+		       share[0], share[1], share[2]);
 	}
 	free(all[0]);
 	free(all[1]);
+	free(shares);
 	free(t);
 	free(kvb_ramp);
 	rdmx_ctx_destroy(ctx);

@@ -81,8 +81,10 @@ fi
 if run "bench batch" 0 "$rdmx" kv bench "$at" -n 4001 -C 4 -P 8 -k 200 -s 3000 --batch --json &&
 	grep -qE '"batch":true' "$tmp/out" && grep -qE '"get":\{"ops":[1-9]' "$tmp/out" &&
 	[ "$(grep -oE '"(get|put)":\{"ops":[0-9]+' "$tmp/out" | awk -F: '{n += $3} END {print n}')" = 4001 ] &&
-	grep -qE '"checked":[1-9][0-9]*,"bad":0,"failed":0,"missing":0' "$tmp/out"; then
-	ok "kv bench --batch: pipelined in whole batches, every value checked"
+	grep -qE '"checked":[1-9][0-9]*,"bad":0,"failed":0,"missing":0' "$tmp/out" &&
+	grep -oE '"client_ops":\{"min":[0-9]+,"median":[0-9]+,"max":[0-9]+\}' "$tmp/out" |
+	awk -F'[:,}]' '{ exit !($3 >= 1 && $3 <= $5 && $5 <= $7 && $7 <= 4001 && $7 * 4 >= 4001) }'; then
+	ok "kv bench --batch: pipelined in whole batches, every value checked, each client's share"
 else
 	bad "kv bench --batch"
 fi
