@@ -306,7 +306,8 @@ struct rdmx_mr *rdmx_mr_acquire(struct rdmx_ctx *ctx, uint64_t rkey,
 				enum rdmx_refusal *why_p);
 void rdmx_mr_release(struct rdmx_mr *mr);
 
-/* Log why rdmx_sge_check refused @sg (its entry @i; -1: num_sge). */
+/* Log why rdmx_sge_check refused @sg: num_sge (@i -1), or its entry @i
+ * (past its registration, or @write into one without LOCAL_WRITE). */
 rdmx_status rdmx_sge_refuse(const struct rdmx_sge *sg, int num_sge, int max,
 			    int i, bool write);
 
@@ -331,9 +332,10 @@ static inline rdmx_status rdmx_sge_check(const struct rdmx_sge *sg, int num_sge,
 			continue;
 		if (!mr || a < (uintptr_t)mr->addr ||
 		    sg[i].length > mr->length ||
-		    a - (uintptr_t)mr->addr > mr->length - sg[i].length ||
-		    (write && !(mr->access & RDMX_ACCESS_LOCAL_WRITE)))
-			return rdmx_sge_refuse(sg, num_sge, max, i, write);
+		    a - (uintptr_t)mr->addr > mr->length - sg[i].length)
+			return rdmx_sge_refuse(sg, num_sge, max, i, false);
+		if (write && !(mr->access & RDMX_ACCESS_LOCAL_WRITE))
+			return rdmx_sge_refuse(sg, num_sge, max, i, true);
 		total += sg[i].length;
 	}
 	*total_p = total;

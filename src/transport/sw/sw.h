@@ -580,8 +580,9 @@ void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx);
 /* The same, from a spinner's progress call: ACKs that ride wait up to
  * RDMX_SW_HOLD_CALLS calls. */
 void rdmx_sw_release_acks_due(struct rdmx_sw_ctx *tctx);
-/* Some connection of @tctx holds ACKs back: a look before either call
- * above, which a spinner's every poll makes (relaxed loads, as theirs). */
+/* Some connection of @tctx holds ACKs back: a spinner's every poll looks
+ * before it calls either of the above, whose calls were ~50 of an empty
+ * poll's instructions (relaxed loads, as theirs). */
 static inline bool rdmx_sw_acks_held(struct rdmx_sw_ctx *tctx)
 {
 	return atomic_load_explicit(&tctx->held, memory_order_relaxed) ||

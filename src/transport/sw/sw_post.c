@@ -376,13 +376,15 @@ void rdmx_sw_tx_progress_or_hold(struct rdmx_sw_conn *c, bool hold)
  * stack of those that ride: only ACKs held since RDMX_SW_HOLD_CALLS calls
  * go, and their connections no longer wait; younger ones stay listed.
  */
-static void rdmx_sw_release_list(struct rdmx_sw_conn *c,
-				 _Atomic(struct rdmx_sw_conn *) *top,
-				 unsigned now)
+static void rdmx_sw_release_stack(_Atomic(struct rdmx_sw_conn *) *top,
+				  unsigned now)
 {
-	struct rdmx_sw_conn *next;
+	struct rdmx_sw_conn *c, *next;
 	bool keep;
 
+	if (!atomic_load_explicit(top, memory_order_relaxed) ||
+	    !(c = atomic_exchange(top, NULL)))
+		return;
 	for (; c; c = next) {
 		/* Read first: once unlisted (under its lock, where holders
 		 * push), a holder may push it again and rewrite next_held. */
@@ -407,18 +409,6 @@ static void rdmx_sw_release_list(struct rdmx_sw_conn *c,
 		/* Still listed, with its reference: back on the stack. */
 		rdmx_sw_stack_push(top, c);
 	}
-}
-
-/* Inline: each spinning poll looks at both stacks, empty as a rule, and
- * the calls' entries and exits were ~40 of an empty poll's instructions. */
-static inline __attribute__((always_inline)) void
-rdmx_sw_release_stack(_Atomic(struct rdmx_sw_conn *) *top, unsigned now)
-{
-	struct rdmx_sw_conn *c;
-
-	if (atomic_load_explicit(top, memory_order_relaxed) &&
-	    (c = atomic_exchange(top, NULL)))
-		rdmx_sw_release_list(c, top, now);
 }
 
 void rdmx_sw_release_acks(struct rdmx_sw_ctx *tctx)

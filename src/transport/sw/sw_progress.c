@@ -1208,7 +1208,7 @@ rdmx_sw_epoll_look(struct rdmx_sw_ctx *tctx, bool rings, bool hold)
 	int n = epoll_wait(tctx->epfd, ev, 32, 0);
 
 	/* What a look found is what came for connections: a kick for the
-	 * thread (rdmx_sw_polled's recall), readable until the thread runs,
+	 * thread (rdmx_sw_stamp's recall), readable until the thread runs,
 	 * is not input, and counted as such it kept a spinner over many cqs
 	 * from sharing its looks while the thread waited for the CPU. */
 	n = n > 0 ? rdmx_sw_handle(tctx, ev, n, hold) : 0;
